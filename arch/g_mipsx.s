@@ -1,0 +1,9 @@
+//go:build mips || mipsle
+
+#include "textflag.h"
+
+// func getg() uintptr
+TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-4
+	MOVW	g, R1
+	MOVW	R1, ret+0(FP)
+	RET

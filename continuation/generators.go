@@ -1,0 +1,160 @@
+package continuation
+
+import (
+	"iter"
+
+	"github.com/weftrt/weft/scope"
+)
+
+// Pull converts the push-style iterator seq into a pull-style iterator
+// accessed by next and stop, with exactly the contract of iter.Pull:
+//
+//   - next returns the next value and true, or the zero value and false
+//     when the sequence is over or stop has been called;
+//   - stop ends the iteration; it must be called when the caller is no
+//     longer interested in next values and next has not yet returned false.
+//     It is valid to call stop several times and after next has returned
+//     false; if seq is suspended in yield, yield returns false;
+//   - if seq panics, the call to next or stop that was running it panics
+//     with the same value, and later calls report the sequence over;
+//   - next and stop must not be called from several goroutines at once.
+//
+// Unlike iter.Pull, seq runs on a weft continuation: with the stack-copying
+// backend it runs on the goroutine that calls next, and a Pull whose next
+// and stop are both dropped without calling stop is reclaimed instead of
+// leaking its goroutine. A concurrent or re-entrant call to next panics
+// with an error wrapping ErrMounted; a yield from a goroutine other than
+// the one running seq panics with an error wrapping ErrNotInScope.
+func Pull[V any](seq iter.Seq[V]) (next func() (V, bool), stop func()) {
+	next2, stop := pull2(func(yield func(struct{}, V) bool) {
+		seq(func(v V) bool { return yield(struct{}{}, v) })
+	}, "continuation.Pull")
+	return func() (V, bool) {
+		_, v, ok := next2()
+		return v, ok
+	}, stop
+}
+
+// Pull2 converts the push-style iterator seq into a pull-style iterator
+// accessed by next and stop, with exactly the contract of iter.Pull2; see
+// Pull.
+func Pull2[K, V any](seq iter.Seq2[K, V]) (next func() (K, V, bool), stop func()) {
+	return pull2(seq, "continuation.Pull2")
+}
+
+// puller is the state a Pull shares between its body and its next and stop
+// functions. The body must not refer to the Continuation, so that dropping
+// next and stop makes the Continuation unreachable.
+type puller[K, V any] struct {
+	s       *scope.Scope
+	k       K
+	v       V
+	started bool // next has run seq
+	stopped bool // stop has been called
+}
+
+func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), func()) {
+	p := &puller[K, V]{s: scope.New(name)}
+	c := New(p.s, func() {
+		seq(func(k K, v V) bool {
+			if p.stopped {
+				return false
+			}
+			p.k, p.v = k, v
+			Yield(p.s)
+			return !p.stopped
+		})
+	})
+	next := func() (k K, v V, ok bool) {
+		if p.stopped || c.IsDone() {
+			return k, v, false
+		}
+		p.started = true
+		c.Run()
+		if c.IsDone() {
+			return k, v, false
+		}
+		k, v = p.k, p.v
+		var k0 K
+		var v0 V
+		p.k, p.v = k0, v0 // do not keep the value alive
+		return k, v, true
+	}
+	stop := func() {
+		if p.stopped {
+			return
+		}
+		p.stopped = true
+		if p.started && !c.IsDone() {
+			c.Run() // yield returns false; seq runs to its end
+		}
+	}
+	return next, stop
+}
+
+// Coroutine is a typed asymmetric coroutine, the AsymCoroutine of Stadler
+// et al., "Efficient Coroutines for the Java Platform": Resume passes a
+// value in and runs the body until it yields a value out or returns one.
+//
+// The first Resume's argument is the body's in parameter; each later
+// Resume's argument is what the body's yield call returns; the value the
+// body returns is what the last Resume returns, after which IsDone reports
+// true.
+type Coroutine[In, Out any] struct {
+	c *Continuation
+	x *exchange[In, Out]
+}
+
+type exchange[In, Out any] struct {
+	s   *scope.Scope
+	in  In
+	out Out
+}
+
+func (x *exchange[In, Out]) takeIn() In {
+	in := x.in
+	var zero In
+	x.in = zero
+	return in
+}
+
+// NewCoroutine returns a coroutine that runs body. Inside body, yield(out)
+// suspends the coroutine, makes the pending Resume return out, and returns
+// the argument of the next Resume. yield must be called on the goroutine
+// running body; it panics with an error wrapping ErrNotInScope otherwise.
+func NewCoroutine[In, Out any](body func(in In, yield func(Out) In) Out) *Coroutine[In, Out] {
+	if body == nil {
+		panic("continuation.NewCoroutine: nil body")
+	}
+	x := &exchange[In, Out]{s: scope.New("continuation.Coroutine")}
+	yield := func(out Out) In {
+		x.out = out
+		Yield(x.s)
+		return x.takeIn()
+	}
+	c := New(x.s, func() {
+		x.out = body(x.takeIn(), yield)
+	})
+	return &Coroutine[In, Out]{c: c, x: x}
+}
+
+// Resume passes in to the coroutine and runs it until it yields or
+// returns, and returns the value it yielded or returned. A panic in the
+// body propagates from Resume. Resume panics with an error wrapping ErrDone
+// if the coroutine has finished, and ErrMounted if it is running.
+func (co *Coroutine[In, Out]) Resume(in In) Out {
+	co.x.in = in
+	co.c.Run()
+	out := co.x.out
+	var zero Out
+	co.x.out = zero
+	return out
+}
+
+// IsDone reports whether the body has returned (or panicked). After the
+// Resume that returned the body's result, IsDone is true.
+func (co *Coroutine[In, Out]) IsDone() bool { return co.c.IsDone() }
+
+// Continuation returns the continuation the coroutine runs on, for its
+// StackTrace and Stats.
+func (co *Coroutine[In, Out]) Continuation() *Continuation { return co.c }

@@ -1,0 +1,75 @@
+package weft
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/pinning"
+	"github.com/weftrt/weft/scope"
+)
+
+// This file is the yield path: find the continuation a Yield names, decide
+// whether it may be suspended, and suspend it together with every
+// continuation nested inside it. On the portable backend "freezing" a
+// continuation means parking its body goroutine; the stack-copying backend
+// will copy the frames into the continuation's stack chunk here instead.
+
+// Yield suspends the innermost continuation of scope s mounted on the
+// calling goroutine, and every continuation nested inside it, and returns
+// when the continuation is resumed. It returns the continuation that was
+// suspended and nil.
+//
+// If the yield is pinned, nothing is suspended: Yield returns the
+// continuation and an error describing why, and the caller decides what to
+// do (package continuation calls the onPinned handler).
+//
+// Yield panics with an error wrapping ErrNotInScope if s is nil or no
+// continuation of s is mounted on the calling goroutine.
+func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
+	if s == nil {
+		panic(fmt.Errorf("continuation.Yield(nil): %w: the scope is nil", ErrNotInScope))
+	}
+	l := gls.Current()
+	if l == nil {
+		panic(notInScope(s))
+	}
+	cur := l.Owner.(*Cont)
+	if state(cur.state.Load()) == stCancelling {
+		// A deferred call is yielding while an abandoned continuation
+		// unwinds; there is nobody to resume it.
+		runtime.Goexit()
+	}
+	t := cur
+	for t.scope != s {
+		if t = t.parent(); t == nil {
+			panic(notInScope(s))
+		}
+	}
+	for x := cur; ; x = x.parent() {
+		if pinned, pc := x.local.Pinned(); pinned {
+			t.pinned.Add(1)
+			return t, &pinning.Error{Reason: pinning.CriticalSection, Scope: s.Name(), Frame: gls.PinFrame(pc)}
+		}
+		if x == t {
+			break
+		}
+	}
+	if cur.suspend(t) {
+		runtime.Goexit()
+	}
+	return t, nil
+}
+
+func notInScope(s *scope.Scope) error {
+	return fmt.Errorf("continuation.Yield(%v): %w (Yield must be called from the body of a running continuation of that scope, on the goroutine that runs it)", s, ErrNotInScope)
+}
+
+// suspend parks c's body goroutine as part of a yield to t (c itself or a
+// continuation enclosing it) and returns when c is resumed. It reports
+// whether c was abandoned instead, in which case the caller must unwind.
+func (c *Cont) suspend(t *Cont) (cancelled bool) {
+	c.target = t
+	c.yields.Add(1)
+	return c.park()
+}

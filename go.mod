@@ -1,0 +1,3 @@
+module github.com/weftrt/weft
+
+go 1.25.0

@@ -1,0 +1,154 @@
+package weft
+
+import (
+	"iter"
+	"runtime"
+	"strings"
+
+	"github.com/weftrt/weft/internal/gls"
+)
+
+// The portable backend runs each continuation's body on a goroutine of its
+// own, created by iter.Pull on the first Run, and switches to and from it
+// with the runtime's coroutine switch (runtime/coro.go), the cheapest
+// goroutine switch Go has. Run switches in; a yield switches out.
+//
+// A switch into the body goroutine carries a request: resume the body, end
+// it (the continuation was abandoned), or report its frames (StackTrace).
+
+type request uint8
+
+const (
+	reqResume request = iota
+	reqCancel
+	reqTrace
+)
+
+// start creates the body goroutine. It begins running the body at the
+// first switch in, which is always a resume: a continuation that has never
+// run has no frames to trace and nothing to cancel.
+func (c *Cont) start() {
+	c.next, _ = iter.Pull(func(yield func(struct{}) bool) {
+		c.yield = yield
+		g := gls.Bind(&c.local)
+		defer gls.Unbind(g)
+		c.body()
+	})
+}
+
+// switchIn switches into the body goroutine with request r and returns when
+// it switches out again: true if it parked, false if the body finished. A
+// panic or Goexit in the body propagates from here.
+func (c *Cont) switchIn(r request) bool {
+	c.req = r
+	_, ok := c.next()
+	return ok
+}
+
+// park switches out of the body goroutine and serves requests until one
+// says to go on. It reports whether the continuation was abandoned.
+func (c *Cont) park() (cancelled bool) {
+	for {
+		c.yield(struct{}{})
+		switch c.req {
+		case reqResume:
+			return false
+		case reqCancel:
+			return true
+		case reqTrace:
+			c.collectTrace()
+		}
+	}
+}
+
+// Abandon ends a suspended continuation that nobody can resume any more: its
+// body goroutine unwinds as if by runtime.Goexit, running its deferred calls,
+// and exits. Package continuation calls it from a cleanup when the handle of
+// a suspended continuation becomes unreachable. It does nothing unless c is
+// suspended.
+func (c *Cont) Abandon() {
+	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
+		go func() {
+			defer c.finish()
+			c.cancel()
+		}()
+	}
+}
+
+// cancel makes c's body goroutine unwind and exit. The runtime then
+// propagates the Goexit to the calling goroutine (as iter.Pull does), so
+// cancel never returns normally while the body is alive.
+func (c *Cont) cancel() {
+	c.state.Store(int32(stCancelling))
+	for c.switchIn(reqCancel) {
+		// A deferred call yielded while unwinding; keep cancelling.
+	}
+}
+
+// StackTrace returns the frames of a suspended continuation, innermost
+// first, from the yield point down to the body function; frames of nested
+// continuations suspended with it come first. It returns nil if c is not
+// suspended (never run, running, or done).
+func (c *Cont) StackTrace() []runtime.Frame {
+	if !c.state.CompareAndSwap(int32(stSuspended), int32(stTracing)) {
+		return nil
+	}
+	defer c.state.Store(int32(stSuspended))
+	c.switchIn(reqTrace)
+	frames := c.trace
+	c.trace = nil
+	return frames
+}
+
+// collectTrace runs on the body goroutine, parked, and records its frames.
+func (c *Cont) collectTrace() {
+	var frames []runtime.Frame
+	if ch := c.child; ch != nil {
+		ch.switchIn(reqTrace)
+		frames, ch.trace = ch.trace, nil
+	}
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(1, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
+	c.trace = append(frames, userFrames(pcs)...)
+}
+
+const enginePrefix = "github.com/weftrt/weft."
+
+// internalFrame reports whether fn belongs to the engine or to the runtime
+// machinery that runs a body goroutine.
+func internalFrame(fn string) bool {
+	return strings.HasPrefix(fn, enginePrefix) || strings.HasPrefix(fn, "runtime.") ||
+		strings.HasPrefix(fn, "iter.")
+}
+
+// userFrames turns the PCs of a parked body goroutine into the frames a
+// user cares about: it drops the engine's frames above the yield point
+// (and continuation.Yield itself) and stops at the engine frame that
+// called the body.
+func userFrames(pcs []uintptr) []runtime.Frame {
+	var out []runtime.Frame
+	frames := runtime.CallersFrames(pcs)
+	top := true
+	for {
+		f, more := frames.Next()
+		switch {
+		case top && (internalFrame(f.Function) || f.Function == "github.com/weftrt/weft/continuation.Yield"):
+			// above the yield point
+		case internalFrame(f.Function):
+			return out // the body's caller
+		default:
+			top = false
+			out = append(out, f)
+		}
+		if !more {
+			return out
+		}
+	}
+}

@@ -1,0 +1,39 @@
+// Package scope provides Scope, the prompt that delimits a continuation.
+//
+// A continuation is created on a scope, and continuation.Yield names the
+// scope to suspend: the innermost mounted continuation of that scope and
+// every continuation nested inside it are suspended together. Scopes are
+// identities: two scopes with the same name are different prompts, exactly
+// as two distinct ContinuationScope objects are in Project Loom.
+package scope
+
+// Scope is a delimiter for continuations. Its zero value is not usable;
+// create scopes with New. A Scope is safe for concurrent use and may be
+// shared by any number of continuations.
+type Scope struct {
+	name string
+	_    byte // ensure distinct allocations never share an address
+}
+
+// New returns a new scope. The name is for diagnostics only: it appears in
+// errors, stack traces and String, and need not be unique.
+func New(name string) *Scope {
+	return &Scope{name: name}
+}
+
+// Name returns the name the scope was created with.
+func (s *Scope) Name() string {
+	if s == nil {
+		return "<nil>"
+	}
+	return s.name
+}
+
+// String returns a description of the scope for diagnostics, such as
+// `scope "generator"`.
+func (s *Scope) String() string {
+	if s == nil {
+		return "scope <nil>"
+	}
+	return `scope "` + s.name + `"`
+}

@@ -1,0 +1,191 @@
+// Package weft is the engine beneath package continuation: the continuation
+// record, its state machine, the yield (freeze) and resume (thaw) paths, and
+// backend selection.
+//
+// Most programs want package continuation, which wraps this engine in the
+// public API and adds the generators built on it. This package is exported
+// so that other APIs (a scheduler, a profiler) can be built on the same
+// engine and so that tools can ask which backend is in use.
+//
+// Two backends share one contract:
+//
+//   - portable: each continuation's body runs on its own goroutine, and
+//     Run and Yield switch between goroutines with the runtime's coroutine
+//     switch, the one iter.Pull uses. It runs everywhere.
+//   - stack-copying: Yield freezes the body's frames into heap arrays and
+//     Run thaws them onto the calling goroutine. It is not in this build yet;
+//     Backend says so.
+package weft
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/scope"
+)
+
+// Sentinel errors. Misuse panics with an error that wraps one of these, so a
+// recovered value can be checked with errors.Is.
+var (
+	// ErrDone: Run of a continuation whose body has returned or panicked.
+	ErrDone = errors.New("continuation is done")
+	// ErrMounted: Run of a continuation that is already mounted, either
+	// running (a re-entrant Run, or a concurrent Run from another goroutine
+	// that lost the race) or suspended inside an enclosing continuation.
+	ErrMounted = errors.New("continuation is mounted")
+	// ErrNotInScope: Yield or Current with a nil scope, or Yield with no
+	// continuation of that scope mounted on the calling goroutine.
+	ErrNotInScope = errors.New("no continuation of that scope is mounted on this goroutine")
+)
+
+// state is a continuation's life-cycle state.
+type state int32
+
+const (
+	stNew        state = iota // created, body not started
+	stSuspended               // yielded to its own scope; may be Run
+	stMounted                 // running, or suspended inside an enclosing continuation
+	stTracing                 // suspended, and StackTrace is reading its frames
+	stCancelling              // abandoned while suspended; its goroutine is unwinding
+	stDone                    // body returned, panicked or exited
+)
+
+// Stats counts what a continuation has done. Counters only grow.
+type Stats struct {
+	// Runs is the number of times Run mounted the continuation.
+	Runs uint64
+	// Yields is the number of times the continuation was suspended, by a
+	// yield to its own scope or to an enclosing one.
+	Yields uint64
+	// Pinned is the number of yields that were pinned and did not suspend.
+	Pinned uint64
+	// FramesFrozen and BytesFrozen count the frames and stack bytes copied
+	// to the heap by yields; FramesThawed and BytesThawed count those copied
+	// back by resumes. They stay zero on the portable backend, which does
+	// not copy stacks.
+	FramesFrozen, BytesFrozen uint64
+	FramesThawed, BytesThawed uint64
+}
+
+// Cont is the engine's record of one continuation. Package continuation
+// wraps it; use that package unless you are building a new API on the
+// engine.
+type Cont struct {
+	local gls.Local // goroutine-local record; Owner points back here
+	scope *scope.Scope
+	body  func()
+	state atomic.Int32
+
+	// owner is the API-level handle of the continuation while it is
+	// mounted, and nil otherwise, so that a suspended continuation's body
+	// goroutine does not keep the handle reachable.
+	owner any
+
+	// Parent link, resolved lazily: the continuation whose body called Run
+	// (nil if Run was called from a plain goroutine).
+	callerG        uintptr
+	parentC        *Cont
+	parentResolved bool
+
+	// target is the continuation whose scope the last yield named: this
+	// one, or an enclosing one.
+	target *Cont
+	// child is the nested continuation suspended together with this one,
+	// while this one is suspended by a yield to an enclosing scope.
+	child *Cont
+
+	// Portable backend: the body goroutine's coroutine and the request the
+	// next switch into it carries.
+	next  func() (struct{}, bool)
+	yield func(struct{}) bool
+	req   request
+	trace []runtime.Frame
+
+	runs, yields, pinned atomic.Uint64
+}
+
+// NewCont returns a continuation record that runs body delimited by s.
+// Nothing runs until the first Run.
+func NewCont(s *scope.Scope, body func()) *Cont {
+	if s == nil {
+		panic("weft.NewCont: nil scope (create one with scope.New)")
+	}
+	if body == nil {
+		panic("weft.NewCont: nil body")
+	}
+	c := &Cont{scope: s, body: body}
+	c.local.Owner = c
+	return c
+}
+
+// Scope returns the scope the continuation is delimited by.
+func (c *Cont) Scope() *scope.Scope { return c.scope }
+
+// IsDone reports whether the body has returned, panicked or exited.
+func (c *Cont) IsDone() bool {
+	st := state(c.state.Load())
+	return st == stDone || st == stCancelling
+}
+
+// Owner returns the handle passed to the Run that mounted the continuation,
+// or nil when it is not mounted.
+func (c *Cont) Owner() any { return c.owner }
+
+// Stats returns a snapshot of the continuation's counters. It is safe to
+// call from any goroutine at any time.
+func (c *Cont) Stats() Stats {
+	return Stats{
+		Runs:   c.runs.Load(),
+		Yields: c.yields.Load(),
+		Pinned: c.pinned.Load(),
+	}
+}
+
+// Current returns the innermost continuation of scope s mounted on the
+// calling goroutine, or nil if there is none. A nil s panics with an error
+// wrapping ErrNotInScope.
+func Current(s *scope.Scope) *Cont {
+	if s == nil {
+		panic(fmt.Errorf("continuation.Current(nil): %w: the scope is nil", ErrNotInScope))
+	}
+	l := gls.Current()
+	if l == nil {
+		return nil
+	}
+	for c := l.Owner.(*Cont); c != nil; c = c.parent() {
+		if c.scope == s {
+			return c
+		}
+	}
+	return nil
+}
+
+// parent returns the continuation whose body called the Run that mounted c,
+// or nil if a plain goroutine called it. Only meaningful while c is mounted.
+func (c *Cont) parent() *Cont {
+	if !c.parentResolved {
+		if l := gls.Of(c.callerG); l != nil {
+			c.parentC = l.Owner.(*Cont)
+		}
+		c.parentResolved = true
+	}
+	return c.parentC
+}
+
+// onChain reports whether c is mounted on the calling goroutine's chain of
+// continuations.
+func (c *Cont) onChain() bool {
+	l := gls.Current()
+	if l == nil {
+		return false
+	}
+	for x := l.Owner.(*Cont); x != nil; x = x.parent() {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
