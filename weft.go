@@ -55,12 +55,15 @@ const (
 
 // Stats counts what a continuation has done. Counters only grow.
 type Stats struct {
-	// Runs is the number of times Run mounted the continuation.
+	// Runs is the number of Run calls that mounted the continuation. Being
+	// resumed as part of an enclosing continuation does not count.
 	Runs uint64
 	// Yields is the number of times the continuation was suspended, by a
 	// yield to its own scope or to an enclosing one.
 	Yields uint64
-	// Pinned is the number of yields that were pinned and did not suspend.
+	// Pinned is the number of yields that were pinned and did not suspend,
+	// counted on the continuation whose scope the yield named, before its
+	// onPinned handler runs.
 	Pinned uint64
 	// FramesFrozen and BytesFrozen count the frames and stack bytes copied
 	// to the heap by yields; FramesThawed and BytesThawed count those copied

@@ -129,12 +129,15 @@ func (c *Continuation) Scope() *scope.Scope { return c.c.Scope() }
 // first: from the function that called Yield down to the body. Frames of
 // nested continuations suspended with it (by a yield to this
 // continuation's scope from inside them) come first. It returns nil when
-// the continuation is not suspended: not yet run, running, or done.
+// the continuation is not suspended on its own scope: not yet run,
+// running, done, or suspended inside an enclosing continuation (whose
+// StackTrace includes these frames).
 func (c *Continuation) StackTrace() []runtime.Frame { return c.c.StackTrace() }
 
-// Stats returns the continuation's counters: runs, yields and pinned
-// yields, and on the stack-copying backend the frames and bytes frozen and
-// thawed.
+// Stats returns the continuation's counters: calls to Run that mounted it
+// (a continuation resumed as part of an enclosing one is not counted
+// again), suspensions, pinned yields, and on the stack-copying backend the
+// frames and bytes frozen and thawed.
 func (c *Continuation) Stats() Stats { return c.c.Stats() }
 
 // String describes the continuation for diagnostics.

@@ -2,6 +2,7 @@ package continuation
 
 import (
 	"iter"
+	"sync/atomic"
 
 	"github.com/weftrt/weft/scope"
 )
@@ -46,30 +47,33 @@ func Pull2[K, V any](seq iter.Seq2[K, V]) (next func() (K, V, bool), stop func()
 // functions. The body must not refer to the Continuation, so that dropping
 // next and stop makes the Continuation unreachable.
 type puller[K, V any] struct {
-	s       *scope.Scope
-	k       K
-	v       V
-	started bool // next has run seq
-	stopped bool // stop has been called
+	s *scope.Scope
+	k K
+	v V
+	// started: next has run seq; stopped: stop has been called. Atomic so
+	// that a concurrent next or stop (misuse) gets ErrMounted from Run
+	// rather than a data race on these flags.
+	started atomic.Bool
+	stopped atomic.Bool
 }
 
 func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), func()) {
 	p := &puller[K, V]{s: scope.New(name)}
 	c := New(p.s, func() {
 		seq(func(k K, v V) bool {
-			if p.stopped {
+			if p.stopped.Load() {
 				return false
 			}
 			p.k, p.v = k, v
 			Yield(p.s)
-			return !p.stopped
+			return !p.stopped.Load()
 		})
 	})
 	next := func() (k K, v V, ok bool) {
-		if p.stopped || c.IsDone() {
+		if p.stopped.Load() || c.IsDone() {
 			return k, v, false
 		}
-		p.started = true
+		p.started.Store(true)
 		c.Run()
 		if c.IsDone() {
 			return k, v, false
@@ -81,11 +85,10 @@ func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), fun
 		return k, v, true
 	}
 	stop := func() {
-		if p.stopped {
+		if p.stopped.Swap(true) {
 			return
 		}
-		p.stopped = true
-		if p.started && !c.IsDone() {
+		if p.started.Load() && !c.IsDone() {
 			c.Run() // yield returns false; seq runs to its end
 		}
 	}

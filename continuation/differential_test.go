@@ -1,0 +1,822 @@
+package continuation_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/weftrt/weft/continuation"
+	"github.com/weftrt/weft/scope"
+)
+
+// A randomized differential test in the manner of Loom's Fuzz.java. A seed
+// determines a random program: a tree of calls, loops, yields (to the
+// innermost scope or to an enclosing one), local computations whose values
+// stay live across yields (integers, strings, slices, maps, interfaces,
+// closures, pointers to stack locals), deferred calls (some of which
+// yield), panics recovered by an ancestor, deep recursion, callbacks from
+// the standard library and nested continuations. An interpreter runs
+// the program with real Go recursion, once plainly and once inside
+// continuations driven to completion, resumed at random on other
+// goroutines, and the two runs must produce the same trace of events and
+// the same result.
+//
+// In the plain run a yield just records "y" (the yield) and "r" (the resume
+// of the continuation it suspends, as the driver would). In the
+// continuation run the yield records "y" and calls continuation.Yield, and
+// the loop that drives the suspended continuation records "r" when its Run
+// returns; so the traces are equal only if every yield suspended exactly
+// the continuation it should have and everything it computed survived.
+
+// diffOp is the kind of a program node.
+type diffOp uint8
+
+const (
+	diffOpCall  diffOp = iota // a new Go frame with its own locals; runs its children
+	diffOpYield               // yield to the scope of an enclosing depth
+	diffOpWork                // local computation, through a pointer to a stack slot
+	diffOpLoop                // runs its children n times
+	diffOpPanic               // panics; an enclosing call recovers
+	diffOpNest                // creates a nested continuation and drives it to completion
+	diffOpDeep                // recursion n frames deep, then runs its children
+	diffOpMap                 // runs its children from a callback of strings.Map, n times
+)
+
+var diffOpNames = [...]string{"call", "yield", "work", "loop", "panic", "nest", "deep", "strings.Map"}
+
+type diffNode struct {
+	id   int
+	op   diffOp
+	kids []*diffNode
+	n    int // loop: iterations; deep: frames; work: amount
+
+	// yield: the depth whose scope the yield names, and the depth of the
+	// continuation it suspends (deeper when a nested continuation reuses
+	// the scope and so shadows the outer one).
+	target, eff int
+
+	// call: defers a call that records an event; recovers panics of the
+	// program (and rethrows a new one); yields from its deferred call
+	// when it returns normally (not while panicking, which would pin).
+	deferTrace, recovers, rethrow bool
+	deferYield                    *diffNode
+
+	// nest: the depth whose scope the nested continuation reuses, or -1
+	// for a fresh scope; whether its Run may be called on another
+	// goroutine (then no yield below names a scope outside it).
+	scopeOf int
+	crossG  bool
+}
+
+type diffProgram struct {
+	seed  uint64
+	root  *diffNode
+	nodes int
+}
+
+func (p *diffProgram) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "program for seed %d (%d nodes):\n", p.seed, p.nodes)
+	var walk func(n *diffNode, indent int)
+	walk = func(n *diffNode, indent int) {
+		fmt.Fprintf(&b, "%s%s#%d", strings.Repeat("  ", indent), diffOpNames[n.op], n.id)
+		switch n.op {
+		case diffOpYield:
+			fmt.Fprintf(&b, " to depth %d", n.target)
+			if n.eff != n.target {
+				fmt.Fprintf(&b, " (shadowed: suspends depth %d)", n.eff)
+			}
+		case diffOpLoop, diffOpDeep, diffOpWork, diffOpMap:
+			fmt.Fprintf(&b, " n=%d", n.n)
+		case diffOpCall:
+			if n.deferTrace {
+				b.WriteString(" defer")
+			}
+			if n.recovers {
+				b.WriteString(" recover")
+			}
+			if n.rethrow {
+				b.WriteString(" rethrow")
+			}
+			if y := n.deferYield; y != nil {
+				fmt.Fprintf(&b, " deferred-yield#%d to depth %d", y.id, y.target)
+				if y.eff != y.target {
+					fmt.Fprintf(&b, " (shadowed: suspends depth %d)", y.eff)
+				}
+			}
+		case diffOpNest:
+			if n.scopeOf >= 0 {
+				fmt.Fprintf(&b, " reusing the scope of depth %d", n.scopeOf)
+			}
+			if n.crossG {
+				b.WriteString(" resumed on other goroutines")
+			}
+		}
+		b.WriteByte('\n')
+		for _, k := range n.kids {
+			walk(k, indent+1)
+		}
+	}
+	walk(p.root, 1)
+	return b.String()
+}
+
+// diffStats counts the features the generated programs exercise, so that
+// the test can insist the generator does not degrade into trivial programs.
+type diffStats struct {
+	yields, outerYields, shadowed, nests, crossG, panics, rethrows, deep, loops, defers int
+	deferYields, maps                                                                   int
+	// Counted in the runs: nodes generated, events and yields executed.
+	nodes, events, dynYields int
+}
+
+type diffGen struct {
+	r         *rand.Rand
+	nextID    int
+	maxNodes  int
+	dynYields int // yields the program will execute, bounded
+	labels    int // scope identities handed out
+	stats     *diffStats
+}
+
+// diffCtx describes the position of the code being generated.
+type diffCtx struct {
+	depth     int   // continuation nesting depth: 0 is the top body
+	labels    []int // the scope identity of each depth 0..depth
+	minTarget int   // the shallowest depth a yield may name
+	canPanic  bool  // an enclosing call recovers
+	loops     int   // product of the enclosing loops' counts
+	frames    int   // enclosing call and deep nodes
+}
+
+const (
+	diffMaxDynYields = 2500
+	diffMaxDepth     = 3
+	diffMaxFrames    = 24
+)
+
+func diffGenerate(seed uint64, stats *diffStats) *diffProgram {
+	g := &diffGen{r: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), stats: stats}
+	switch x := g.r.IntN(10); {
+	case x < 2:
+		g.maxNodes = 2 + g.r.IntN(8)
+	case x < 9:
+		g.maxNodes = 10 + g.r.IntN(90)
+	default:
+		g.maxNodes = 100 + g.r.IntN(200)
+	}
+	g.labels = 1
+	ctx := diffCtx{labels: []int{0}, loops: 1}
+	root := g.call(ctx)
+	return &diffProgram{seed: seed, root: root, nodes: g.nextID}
+}
+
+func (g *diffGen) newNode(o diffOp) *diffNode {
+	n := &diffNode{id: g.nextID, op: o}
+	g.nextID++
+	return n
+}
+
+// kids generates 1..max children.
+func (g *diffGen) kids(ctx diffCtx, max int) []*diffNode {
+	k := 1 + g.r.IntN(max)
+	out := make([]*diffNode, 0, k)
+	for range k {
+		out = append(out, g.node(ctx))
+	}
+	return out
+}
+
+func (g *diffGen) call(ctx diffCtx) *diffNode {
+	n := g.newNode(diffOpCall)
+	n.deferTrace = g.r.IntN(3) == 0
+	n.recovers = g.r.IntN(4) == 0
+	n.rethrow = n.recovers && ctx.canPanic && g.r.IntN(3) == 0
+	if n.deferTrace {
+		g.stats.defers++
+	}
+	if n.rethrow {
+		g.stats.rethrows++
+	}
+	if g.r.IntN(6) == 0 {
+		if n.deferYield = g.yield(ctx); n.deferYield != nil {
+			g.stats.deferYields++
+		}
+	}
+	ctx.canPanic = ctx.canPanic || n.recovers
+	ctx.frames++
+	n.kids = g.kids(ctx, 4)
+	if ctx.frames == 1 {
+		// The root call takes what is left of the node budget.
+		for g.nextID < g.maxNodes {
+			n.kids = append(n.kids, g.node(ctx))
+		}
+	}
+	return n
+}
+
+// yield returns a yield node, or nil if the program has enough yields.
+func (g *diffGen) yield(ctx diffCtx) *diffNode {
+	if g.dynYields+ctx.loops > diffMaxDynYields {
+		return nil
+	}
+	g.dynYields += ctx.loops
+	n := g.newNode(diffOpYield)
+	n.target = ctx.depth
+	if g.r.IntN(2) == 0 {
+		n.target = ctx.minTarget + g.r.IntN(ctx.depth-ctx.minTarget+1)
+	}
+	n.eff = n.target
+	for u := ctx.depth; u > n.target; u-- {
+		if ctx.labels[u] == ctx.labels[n.target] {
+			n.eff = u
+			break
+		}
+	}
+	g.stats.yields++
+	if n.eff < ctx.depth {
+		g.stats.outerYields++
+	}
+	if n.eff != n.target {
+		g.stats.shadowed++
+	}
+	return n
+}
+
+func (g *diffGen) node(ctx diffCtx) *diffNode {
+	full := g.nextID >= g.maxNodes
+	for {
+		x := g.r.IntN(100)
+		switch {
+		case x < 30:
+			if n := g.yield(ctx); n != nil {
+				return n
+			}
+		case x < 45:
+			n := g.newNode(diffOpWork)
+			n.n = g.r.IntN(20)
+			return n
+		case x < 63:
+			if full || ctx.frames >= diffMaxFrames {
+				continue
+			}
+			return g.call(ctx)
+		case x < 72:
+			if full || ctx.loops > 16 {
+				continue
+			}
+			n := g.newNode(diffOpLoop)
+			n.n = 1 + g.r.IntN(4)
+			ctx.loops *= n.n
+			n.kids = g.kids(ctx, 3)
+			g.stats.loops++
+			return n
+		case x < 80:
+			if full || ctx.depth >= diffMaxDepth {
+				continue
+			}
+			n := g.newNode(diffOpNest)
+			n.scopeOf = -1
+			label := g.labels
+			if g.r.IntN(4) == 0 {
+				n.scopeOf = g.r.IntN(ctx.depth + 1)
+				label = ctx.labels[n.scopeOf]
+			} else {
+				g.labels++
+			}
+			ctx.depth++
+			ctx.labels = append(slices.Clip(ctx.labels), label)
+			if g.r.IntN(3) == 0 {
+				n.crossG = true
+				ctx.minTarget = ctx.depth
+				g.stats.crossG++
+			}
+			n.kids = g.kids(ctx, 4)
+			g.stats.nests++
+			return n
+		case x < 84:
+			if full || ctx.loops > 16 {
+				continue
+			}
+			n := g.newNode(diffOpMap)
+			n.n = 1 + g.r.IntN(2)
+			ctx.loops *= n.n
+			n.kids = g.kids(ctx, 2)
+			g.stats.maps++
+			return n
+		case x < 88:
+			if full || ctx.frames >= diffMaxFrames {
+				continue
+			}
+			n := g.newNode(diffOpDeep)
+			if g.r.IntN(8) == 0 {
+				n.n = 300 + g.r.IntN(700) // grows the goroutine stack
+			} else {
+				n.n = 1 + g.r.IntN(40)
+			}
+			ctx.frames++
+			n.kids = g.kids(ctx, 2)
+			g.stats.deep++
+			return n
+		case x < 92:
+			if !ctx.canPanic {
+				continue
+			}
+			g.stats.panics++
+			return g.newNode(diffOpPanic)
+		default:
+			n := g.newNode(diffOpWork)
+			n.n = g.r.IntN(5)
+			return n
+		}
+	}
+}
+
+// diffPanic is the value the program's panics carry.
+type diffPanic struct {
+	id  int
+	val uint64
+}
+
+type diffMode int
+
+const (
+	diffPlain diffMode = iota
+	diffCont
+)
+
+// diffInterp runs a program. In a continuation run its state is touched from
+// several goroutines, but never at once: they hand over through Run and
+// Yield.
+type diffInterp struct {
+	mode  diffMode
+	rng   *rand.Rand // the drivers' choices (continuation run only)
+	trace []string
+	errs  []string
+
+	frames      int   // active callFrame and deepFrame frames
+	yieldFrames int   // frames when the last Yield was called
+	suspends    []int // per depth: suspensions of the continuation there
+}
+
+// diffEnv is what the code at one continuation depth knows.
+type diffEnv struct {
+	depth  int
+	scopes []*scope.Scope
+	conts  []*continuation.Continuation
+}
+
+func (in *diffInterp) ev(kind string, a, b int) {
+	in.trace = append(in.trace, kind+strconv.Itoa(a)+"."+strconv.Itoa(b))
+}
+
+func (in *diffInterp) fail(format string, args ...any) {
+	in.errs = append(in.errs, fmt.Sprintf(format, args...))
+}
+
+func diffMix(a, b uint64) uint64 {
+	x := a ^ (b + 0x9e3779b97f4a7c15 + a<<6 + a>>2)
+	x ^= x >> 31
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 29
+	return x
+}
+
+func diffStrHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h
+}
+
+// body is the entry of the program and of every nested continuation: its
+// stack slot is what the work nodes directly below it update.
+//
+//go:noinline
+func (in *diffInterp) body(kids []*diffNode, e *diffEnv, arg uint64) uint64 {
+	var slot [2]uint64
+	p := &slot[arg%2]
+	*p = arg
+	r := in.seq(kids, e, arg, p)
+	return diffMix(diffMix(r, slot[0]), slot[1])
+}
+
+func (in *diffInterp) seq(kids []*diffNode, e *diffEnv, acc uint64, p *uint64) uint64 {
+	for _, k := range kids {
+		acc = diffMix(acc, in.exec(k, e, acc, p))
+	}
+	return acc
+}
+
+func (in *diffInterp) exec(n *diffNode, e *diffEnv, acc uint64, p *uint64) uint64 {
+	switch n.op {
+	case diffOpCall:
+		return in.callFrame(n, e, acc)
+	case diffOpYield:
+		in.yield(n, e)
+		return diffMix(acc, uint64(n.id))
+	case diffOpWork:
+		v := acc
+		for i := range n.n {
+			v = diffMix(v, uint64(i))
+		}
+		*p = diffMix(*p, v)
+		return v
+	case diffOpLoop:
+		r := acc
+		for i := range n.n {
+			in.ev("l", n.id, i)
+			r = diffMix(r, in.seq(n.kids, e, r+uint64(i), p))
+		}
+		return r
+	case diffOpPanic:
+		in.ev("p", n.id, 0)
+		panic(&diffPanic{id: n.id, val: diffMix(acc, *p)})
+	case diffOpNest:
+		return in.nest(n, e, acc)
+	case diffOpDeep:
+		return in.deepFrame(n, e, acc, p, n.n)
+	case diffOpMap:
+		r := acc
+		strings.Map(func(c rune) rune {
+			in.ev("m", n.id, int(c))
+			r = diffMix(r, in.seq(n.kids, e, r+uint64(c), p))
+			return c
+		}, "ab"[:n.n])
+		return r
+	}
+	panic("unknown op")
+}
+
+// callFrame runs a call node in a frame of its own, with locals of many
+// kinds that stay live across whatever its children do (yields among
+// them), and checks them afterwards.
+//
+//go:noinline
+func (in *diffInterp) callFrame(n *diffNode, e *diffEnv, arg uint64) (res uint64) {
+	in.frames++
+	myFrames := in.frames
+	normal := false // the body reached its return
+	if n.recovers || n.deferTrace || n.deferYield != nil {
+		defer func() {
+			if n.recovers {
+				if r := recover(); r != nil {
+					pp, ok := r.(*diffPanic)
+					if !ok {
+						panic(r) // not the program's: a failure
+					}
+					in.frames = myFrames - 1
+					in.ev("v", n.id, pp.id)
+					res = diffMix(pp.val, uint64(n.id))
+					if n.rethrow {
+						in.ev("t", n.id, 0)
+						panic(&diffPanic{id: n.id, val: res})
+					}
+				}
+			}
+			if n.deferTrace {
+				in.ev("d", n.id, int(res%1000))
+			}
+			if n.deferYield != nil && normal {
+				in.frames++ // this frame is still on the stack
+				in.yield(n.deferYield, e)
+				in.frames--
+				res = diffMix(res, uint64(n.deferYield.id))
+			}
+		}()
+	}
+	in.ev("c", n.id, 0)
+
+	var local [4]uint64 // p points into it: a pointer to a stack local
+	p := &local[n.id%4]
+	*p = arg
+	local[(n.id+1)%4] = arg ^ 0xff
+	x := arg ^ uint64(n.id)*0x9e3779b97f4a7c15
+	s := "c" + strconv.Itoa(n.id) + ":" + strconv.FormatUint(arg%1000, 10)
+	s0 := s
+	sl := make([]uint64, 0, 2)
+	var iface any = n
+	var istr any = s0
+	m := map[int]string{n.id: s0}
+	f := func() uint64 { return x*3 + uint64(len(s)) } // closes over stack locals
+
+	for i, k := range n.kids {
+		r := in.exec(k, e, x+uint64(i), p)
+		x = diffMix(x, r)
+		s += strconv.Itoa(int(r % 10))
+		sl = append(sl, r)
+	}
+
+	if iface.(*diffNode) != n {
+		in.fail("call#%d: interface local changed", n.id)
+	}
+	if istr.(string) != s0 || m[n.id] != s0 || !strings.HasPrefix(s, s0) {
+		in.fail("call#%d: string locals changed: %q %q %q, want %q", n.id, istr, m[n.id], s, s0)
+	}
+	if len(sl) != len(n.kids) || local[(n.id+1)%4] != arg^0xff {
+		in.fail("call#%d: slice or array local changed", n.id)
+	}
+	res = diffMix(x, f())
+	res = diffMix(res, diffStrHash(s))
+	for _, v := range sl {
+		res = diffMix(res, v)
+	}
+	for _, v := range local {
+		res = diffMix(res, v)
+	}
+	in.frames--
+	in.ev("C", n.id, int(res%100000))
+	normal = true
+	return res
+}
+
+// deepFrame recurses k frames, each with a live local, then runs the
+// node's children.
+//
+//go:noinline
+func (in *diffInterp) deepFrame(n *diffNode, e *diffEnv, arg uint64, p *uint64, k int) uint64 {
+	in.frames++
+	var pad [6]uint64
+	pad[k%6] = arg + uint64(k)
+	var r uint64
+	if k <= 1 {
+		in.ev("D", n.id, n.n)
+		r = in.seq(n.kids, e, arg, p)
+	} else {
+		r = in.deepFrame(n, e, arg*7+1, p, k-1)
+	}
+	if pad[k%6] != arg+uint64(k) {
+		in.fail("deep#%d: local at level %d changed", n.id, k)
+	}
+	in.frames--
+	return diffMix(r, pad[k%6])
+}
+
+func (in *diffInterp) yield(n *diffNode, e *diffEnv) {
+	in.ev("y", n.id, n.target)
+	for d := n.eff; d <= e.depth; d++ {
+		in.suspends[d]++
+	}
+	if in.mode == diffPlain {
+		in.ev("r", n.eff, 0) // what the driver of depth eff records
+		return
+	}
+	s := e.scopes[n.target]
+	if cur := continuation.Current(s); cur != e.conts[n.eff] {
+		in.fail("yield#%d: Current(scope of depth %d) is not the continuation of depth %d", n.id, n.target, n.eff)
+	}
+	in.yieldFrames = in.frames
+	if !continuation.Yield(s) {
+		in.fail("yield#%d: Yield returned false", n.id)
+	}
+}
+
+func (in *diffInterp) nest(n *diffNode, e *diffEnv, arg uint64) uint64 {
+	in.ev("n", n.id, 0)
+	var sc *scope.Scope
+	if n.scopeOf < 0 {
+		sc = scope.New("depth " + strconv.Itoa(e.depth+1))
+	} else {
+		sc = e.scopes[n.scopeOf]
+	}
+	ne := &diffEnv{
+		depth:  e.depth + 1,
+		scopes: append(slices.Clip(e.scopes), sc),
+	}
+	for len(in.suspends) <= ne.depth {
+		in.suspends = append(in.suspends, 0)
+	}
+	in.suspends[ne.depth] = 0
+	var res uint64
+	body := func() { res = in.body(n.kids, ne, arg) }
+	if in.mode == diffPlain {
+		body()
+	} else {
+		c := continuation.New(sc, body)
+		ne.conts = append(slices.Clip(e.conts), c)
+		in.drive(c, ne.depth, in.frames, n.crossG)
+	}
+	in.ev("N", n.id, int(res%1000))
+	return diffMix(res, arg)
+}
+
+// drive runs c to completion, on this goroutine, nested in a host
+// continuation, or (if elsewhere) on other goroutines, at random; records
+// each resume; and checks its stack trace and counters.
+func (in *diffInterp) drive(c *continuation.Continuation, depth, base int, elsewhere bool) {
+	runs := 0
+	for {
+		runs++
+		switch x := in.rng.IntN(8); {
+		case x < 3 && elsewhere:
+			diffRunElsewhere(c)
+		case x == 3:
+			in.runInHost(c)
+		default:
+			c.Run()
+		}
+		if c.IsDone() {
+			break
+		}
+		in.ev("r", depth, 0)
+		if in.rng.IntN(8) == 0 {
+			in.checkStack(c, depth, in.yieldFrames-base)
+		}
+		if in.rng.IntN(400) == 0 {
+			runtime.GC()
+		}
+	}
+	if st := c.Stats(); st.Runs != uint64(runs) || st.Yields != uint64(in.suspends[depth]) {
+		in.fail("continuation at depth %d: Stats() = %d runs, %d yields; want %d runs, %d yields",
+			depth, st.Runs, st.Yields, runs, in.suspends[depth])
+	}
+	if st := c.StackTrace(); st != nil {
+		in.fail("continuation at depth %d: StackTrace when done = %d frames, want nil", depth, len(st))
+	}
+}
+
+// checkStack checks that the suspended c's stack trace holds exactly the
+// interpreter frames between its body and the yield point.
+func (in *diffInterp) checkStack(c *continuation.Continuation, depth, want int) {
+	frames := c.StackTrace()
+	if frames == nil {
+		in.fail("continuation at depth %d: StackTrace of a suspended continuation is nil", depth)
+		return
+	}
+	got := 0
+	for _, f := range frames {
+		if strings.HasSuffix(f.Function, ".(*diffInterp).callFrame") || strings.HasSuffix(f.Function, ".(*diffInterp).deepFrame") {
+			got++
+		}
+	}
+	if got != want {
+		in.fail("continuation at depth %d: StackTrace has %d interpreter frames, want %d (after event %d)", depth, got, want, len(in.trace))
+	}
+}
+
+// runInHost calls c.Run from the body of a continuation of an unrelated
+// scope, run on this goroutine: c is then nested in the host for this run
+// (a yield to a scope outside c suspends the host with it), and the host
+// finishes when c.Run returns.
+func (in *diffInterp) runInHost(c *continuation.Continuation) {
+	host := continuation.New(scope.New("host"), func() { c.Run() })
+	host.Run()
+	if !host.IsDone() {
+		in.fail("the host continuation is suspended after its Run returned")
+	}
+}
+
+// diffRunElsewhere calls c.Run on a new goroutine and waits for it; a panic
+// out of Run is carried back and re-raised here.
+func diffRunElsewhere(c *continuation.Continuation) {
+	var pv any
+	ok := false
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if !ok {
+				pv = recover()
+			}
+		}()
+		c.Run()
+		ok = true
+	}()
+	<-done
+	if !ok {
+		panic(pv)
+	}
+}
+
+// diffRunProgram runs p in the given mode and returns its result and trace,
+// and the failures of checks made on the way.
+func diffRunProgram(p *diffProgram, mode diffMode) (result uint64, trace, errs []string) {
+	in := &diffInterp{mode: mode, rng: rand.New(rand.NewPCG(p.seed, 0xd1ff)), suspends: []int{0}}
+	s0 := scope.New("depth 0")
+	e := &diffEnv{scopes: []*scope.Scope{s0}}
+	body := func() { result = in.body([]*diffNode{p.root}, e, p.seed) }
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				in.fail("unexpected panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		if mode == diffPlain {
+			body()
+			return
+		}
+		c := continuation.New(s0, body)
+		e.conts = []*continuation.Continuation{c}
+		in.drive(c, 0, 0, true)
+	}()
+	if in.frames != 0 {
+		in.fail("interpreter frame count is %d at the end", in.frames)
+	}
+	return result, in.trace, in.errs
+}
+
+// diffCheckSeed runs the program of seed both ways and describes any
+// difference; it returns "" when the runs agree.
+func diffCheckSeed(seed uint64, stats *diffStats) string {
+	p := diffGenerate(seed, stats)
+	wantRes, wantTrace, errs := diffRunProgram(p, diffPlain)
+	if len(errs) > 0 {
+		return fmt.Sprintf("seed %d: the plain run failed (a test bug): %s\n%v", seed, strings.Join(errs, "\n"), p)
+	}
+	stats.nodes += p.nodes
+	stats.events += len(wantTrace)
+	for _, ev := range wantTrace {
+		if ev[0] == 'y' {
+			stats.dynYields++
+		}
+	}
+	gotRes, gotTrace, errs := diffRunProgram(p, diffCont)
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	if !slices.Equal(gotTrace, wantTrace) {
+		i := genFirstDiff(gotTrace, wantTrace)
+		lo := max(0, i-8)
+		fmt.Fprintf(&b, "  traces differ at event %d (continuation run has %d events, plain run %d):\n    continuations: %q\n    plain:         %q\n",
+			i, len(gotTrace), len(wantTrace), gotTrace[lo:min(i+8, len(gotTrace))], wantTrace[lo:min(i+8, len(wantTrace))])
+	}
+	if gotRes != wantRes {
+		fmt.Fprintf(&b, "  result %#x, want %#x\n", gotRes, wantRes)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("seed %d: the continuation run differs from the plain run (reproduce with WEFT_DIFF_SEED=%d go test -run TestDifferential):\n%s%v", seed, seed, b.String(), p)
+}
+
+// TestDifferential checks a thousand seeds (200 with -short; set
+// WEFT_DIFF_N for more, WEFT_DIFF_SEED to run one seed).
+func TestDifferential(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	if s := os.Getenv("WEFT_DIFF_N"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("WEFT_DIFF_N=%q: want a positive number", s)
+		}
+		n = v
+	}
+	first := uint64(1)
+	if s := os.Getenv("WEFT_DIFF_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("WEFT_DIFF_SEED=%q: want a number", s)
+		}
+		first, n = v, 1
+	}
+	var stats diffStats
+	failures := 0
+	for seed := first; seed < first+uint64(n); seed++ {
+		if msg := diffCheckSeed(seed, &stats); msg != "" {
+			t.Error(msg)
+			if failures++; failures == 3 {
+				t.Fatal("stopping after 3 failing seeds")
+			}
+		}
+	}
+	t.Logf("%d programs: %+v", n, stats)
+	if n >= 50 {
+		// The generator must keep producing every feature.
+		for name, v := range map[string]int{
+			"yields": stats.yields, "yields to an outer scope": stats.outerYields,
+			"shadowed scopes": stats.shadowed, "nested continuations": stats.nests,
+			"resumes on other goroutines": stats.crossG, "panics": stats.panics,
+			"rethrows": stats.rethrows, "deep recursions": stats.deep, "loops": stats.loops,
+			"defers": stats.defers, "yields in deferred calls": stats.deferYields,
+			"strings.Map callbacks": stats.maps,
+		} {
+			if v == 0 {
+				t.Errorf("%d programs had no %s", n, name)
+			}
+		}
+	}
+}
+
+// FuzzDifferential checks the program of one seed; go test runs the seeds
+// added here, and go test -fuzz=FuzzDifferential searches for more.
+func FuzzDifferential(f *testing.F) {
+	for _, s := range []uint64{0, 7, 42, 1000, 123456789, 1 << 40, math.MaxUint64} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		if msg := diffCheckSeed(seed, new(diffStats)); msg != "" {
+			t.Fatal(msg)
+		}
+	})
+}
