@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The benchmarks, in the order they run and are reported. The peers they
+// compare are built in roundtrip_test.go, memory_test.go,
+// generator_test.go and coroutine_test.go.
+
+// depths are the stack depths the round trips are measured at.
+var depths = []int{1, 10, 100, 1000}
+
+// BenchmarkRoundTrip measures one resume and one suspension of a body
+// suspended at each depth, for every peer: ns/op is one round trip.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, pr := range peers {
+		for _, d := range depths {
+			b.Run(fmt.Sprintf("impl=%s/depth=%d", pr.name, d), func(b *testing.B) {
+				b.ReportAllocs()
+				p := pr.new(d, nil)
+				b.ResetTimer()
+				p.run(b.N)
+				b.StopTimer()
+				if got := p.close(); got != b.N+1 {
+					b.Fatalf("body suspended %d times, want %d", got, b.N+1)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSuspendedMemory measures the memory one suspended unit holds
+// and the time to create it and run it to its first suspension, over
+// memCount units suspended at depth memDepth, for a weft continuation, a
+// continuation.Pull, an iter.Pull and a parked goroutine. Each iteration
+// measures a fresh batch. It reports
+//
+//   - B/suspended: heap plus stack, from runtime.MemStats HeapInuse +
+//     StackInuse after runtime.GC, and its two parts heap-B/suspended
+//     and stack-B/suspended;
+//   - ns/suspend: the time to create one and run it to its first
+//     suspension.
+//
+// ns/op, the time for a whole batch with its collections, means nothing
+// and is not reported.
+func BenchmarkSuspendedMemory(b *testing.B) {
+	for _, s := range suspenders {
+		b.Run("impl="+s.name, func(b *testing.B) {
+			warmGoroutines(memCount + 256)
+			var heap, stack int64
+			var elapsed time.Duration
+			for range b.N {
+				h, st, el := measureSuspended(s, memCount)
+				heap += h
+				stack += st
+				elapsed += el
+			}
+			units := float64(b.N) * memCount
+			b.ReportMetric(float64(heap+stack)/units, "B/suspended")
+			b.ReportMetric(float64(heap)/units, "heap-B/suspended")
+			b.ReportMetric(float64(stack)/units, "stack-B/suspended")
+			b.ReportMetric(float64(elapsed.Nanoseconds())/units, "ns/suspend")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkGenerator sums a genLen-element sequence: one op is a whole
+// sum, creating and stopping the pull iterator included; ns/elem is the
+// cost per element.
+func BenchmarkGenerator(b *testing.B) {
+	seq := count(genLen)
+	for _, g := range generators {
+		b.Run("impl="+g.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if got := g.sum(seq); got != genSum {
+					b.Fatalf("sum = %d, want %d", got, genSum)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*genLen), "ns/elem")
+		})
+	}
+}
+
+// BenchmarkCoroutineResume measures one Resume of a suspended typed
+// coroutine: ns/op is one round trip with a value passed each way.
+func BenchmarkCoroutineResume(b *testing.B) {
+	for _, k := range coroutines {
+		b.Run("impl="+k.name, func(b *testing.B) {
+			b.ReportAllocs()
+			c := k.new()
+			c.resume(0)
+			b.ResetTimer()
+			for i := range b.N {
+				if c.resume(i) != i+1 {
+					b.Fatal("wrong value")
+				}
+			}
+			b.StopTimer()
+			if c.resume(-1) != -1 || !c.isDone() {
+				b.Fatal("coroutine did not finish")
+			}
+		})
+	}
+}

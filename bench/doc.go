@@ -1,0 +1,52 @@
+// Package bench holds weft's benchmarks: weft's continuations measured
+// side by side with their peers in one `go test -bench` run, so that the
+// ratios between them come from the same machine, process and moment.
+//
+// The package has no API; everything is in its _test.go files.
+//
+//   - BenchmarkRoundTrip: one resume plus one suspension (a Run and the
+//     Yield that returns from it) with the body suspended at stack depth
+//     1, 10, 100 and 1000, for a weft continuation (impl=weft), a
+//     continuation.Pull iterator (impl=weft.Pull), an iter.Pull iterator
+//     (impl=iter.Pull) and a goroutine ping-ponging over two unbuffered
+//     channels (impl=goroutine). The depth is the number of frames of an
+//     ordinary recursive function between the body and the yield point.
+//   - BenchmarkSuspendedMemory: the heap and stack memory held by one
+//     suspended continuation at depth 3, measured over 10,000 of them as
+//     the growth of runtime.MemStats HeapInuse+StackInuse (after
+//     runtime.GC), against a continuation.Pull, an iter.Pull and a
+//     goroutine parked on a channel. It reports B/suspended (and its parts
+//     heap-B/suspended and stack-B/suspended), and ns/suspend, the time to
+//     create one and run it to its first suspension; it reports no ns/op.
+//     Goroutine descriptors, which the runtime never frees and reuses, are
+//     counted for no peer (see warmGoroutines).
+//   - BenchmarkGenerator: summing a 1,000-element iter.Seq through
+//     continuation.Pull, iter.Pull and a plain range-over-func loop; one
+//     op is the whole sum, including creating and stopping the iterator,
+//     and ns/elem is ns/op divided by 1,000.
+//   - BenchmarkCoroutineResume: one Resume of a continuation.Coroutine,
+//     against the same typed coroutine written by hand on iter.Pull.
+//
+// Sub-benchmarks are named key=value (impl=weft/depth=10) so that
+// benchstat can slice them. Run them all, several times, and compare:
+//
+//	go test -run='^$' -bench=. -count=6 ./bench | tee bench.txt
+//	benchstat -filter '.name:RoundTrip .unit:sec/op' -col '/impl@(iter.Pull weft weft.Pull goroutine)' -row /depth bench.txt
+//	benchstat -filter '.name:SuspendedMemory' -col /impl bench.txt
+//
+// and against the recorded run of the portable backend:
+//
+//	benchstat testdata/portable-linux-amd64.txt bench.txt
+//
+// A quick smoke run, as CI does it:
+//
+//	go test -run='^$' -bench=. -benchtime=1x ./bench
+//
+// `go test ./bench` runs only the tests that check the benchmark helpers
+// (each peer suspends at the depth it claims and yields as often as it is
+// resumed, and tears down every goroutine it started).
+//
+// The results, the machine they were taken on and how to read them are in
+// docs/benchmarks.md; testdata holds the raw output they came from, and
+// bench/plot turns raw output into the round-trip chart there.
+package bench

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests check the benchmark helpers themselves: a benchmark that
+// measured something other than what it claims would be worse than none.
+
+// recurseFrames counts the frames of recurse on the calling goroutine.
+func recurseFrames() int {
+	pcs := make([]uintptr, 4096)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	n := 0
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "/bench.recurse") {
+			n++
+		}
+		if !more {
+			return n
+		}
+	}
+}
+
+// settle waits for the number of goroutines to drop to want: a goroutine
+// that has signalled it is done may still be exiting.
+func settle(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines left running, want %d", runtime.NumGoroutine(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestPeers(t *testing.T) {
+	for _, pr := range peers {
+		for _, d := range depths {
+			base := runtime.NumGoroutine()
+			got := -1
+			p := pr.new(d, func() { got = recurseFrames() })
+			if got != d {
+				t.Errorf("%s: suspended under %d frames of recurse, want %d", pr.name, got, d)
+			}
+			if n := runtime.NumGoroutine(); n < base+1 {
+				t.Errorf("%s: %d goroutines while suspended, want at least %d", pr.name, n, base+1)
+			}
+			const trips = 7
+			p.run(trips)
+			p.run(0)
+			if y := p.close(); y != trips+1 {
+				t.Errorf("%s at depth %d: body suspended %d times for %d round trips, want %d", pr.name, d, y, trips, trips+1)
+			}
+			settle(t, base)
+		}
+	}
+}
+
+func TestSuspenders(t *testing.T) {
+	const n = 200
+	for _, s := range suspenders {
+		base := runtime.NumGoroutine()
+		suspend, end := s.prepare(n)
+		suspend()
+		// At least: the runtime may be running a cleanup on a goroutine
+		// that counts while it does.
+		if got := runtime.NumGoroutine(); got < base+n {
+			t.Errorf("%s: %d goroutines with %d suspended, want at least %d", s.name, got, n, base+n)
+		}
+		end()
+		settle(t, base)
+
+		heap, stack, elapsed := measureSuspended(s, n)
+		if heap+stack <= 0 || elapsed <= 0 {
+			t.Errorf("%s: measured %d+%d bytes in %v for %d suspended", s.name, heap, stack, elapsed, n)
+		}
+		settle(t, base)
+	}
+}
+
+func TestGenerators(t *testing.T) {
+	base := runtime.NumGoroutine()
+	for _, g := range generators {
+		for _, n := range []int{0, 1, 2, genLen} {
+			if got, want := g.sum(count(n)), n*(n-1)/2; got != want {
+				t.Errorf("%s: sum of count(%d) = %d, want %d", g.name, n, got, want)
+			}
+		}
+	}
+	settle(t, base)
+}
+
+func TestCoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	for _, k := range coroutines {
+		c := k.new()
+		for i := range 5 {
+			if got := c.resume(i * 10); got != i*10+1 {
+				t.Errorf("%s: resume(%d) = %d, want %d", k.name, i*10, got, i*10+1)
+			}
+			if c.isDone() {
+				t.Fatalf("%s: done after resume(%d)", k.name, i*10)
+			}
+		}
+		if got := c.resume(-3); got != -3 || !c.isDone() {
+			t.Errorf("%s: resume(-3) = %d, done %v; want -3, true", k.name, got, c.isDone())
+		}
+	}
+	settle(t, base)
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/xml"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const sample = `weft-backend: portable (the stack-copying backend is not part of this build yet)
+goos: linux
+goarch: amd64
+pkg: github.com/weftrt/weft/bench
+cpu: AMD EPYC
+BenchmarkRoundTrip/impl=weft/depth=1-2         	 1000000	       300.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoundTrip/impl=weft/depth=1-2         	 1000000	       100.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoundTrip/impl=weft/depth=1-2         	 1000000	       200.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoundTrip/impl=weft/depth=1000-2      	 1000000	       250.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoundTrip/impl=iter.Pull/depth=1-2    	 1000000	        60.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoundTrip/impl=iter.Pull/depth=1-2    	 1000000	        80.0 ns/op	       0 B/op	       0 allocs/op
+BenchmarkRoundTrip/impl=iter.Pull/depth=1000   	 1000000	        70.0 ns/op
+BenchmarkSuspendedMemory/impl=weft-2           	      30	      2573 B/suspended
+BenchmarkGenerator/impl=range-2                	  300000	      3696 ns/op
+PASS
+`
+
+func TestParse(t *testing.T) {
+	d, err := parse(strings.NewReader(sample), "BenchmarkRoundTrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(d.impls, ","); got != "weft,iter.Pull" {
+		t.Errorf("impls = %s", got)
+	}
+	if len(d.depths) != 2 || d.depths[0] != 1 || d.depths[1] != 1000 {
+		t.Errorf("depths = %v", d.depths)
+	}
+	for _, tc := range []struct {
+		k    key
+		want float64
+	}{
+		{key{"weft", 1}, 200},        // odd count: the middle one
+		{key{"iter.Pull", 1}, 70},    // even count: the mean of the middle two
+		{key{"iter.Pull", 1000}, 70}, // no GOMAXPROCS suffix
+		{key{"weft", 1000}, 250},
+	} {
+		if got, ok := d.median(tc.k); !ok || got != tc.want {
+			t.Errorf("median(%v) = %v, %v; want %v", tc.k, got, ok, tc.want)
+		}
+	}
+	if _, ok := d.median(key{"goroutine", 1}); ok {
+		t.Error("median of a missing key")
+	}
+	if d.config["cpu"] != "AMD EPYC" || !strings.HasPrefix(d.config["weft-backend"], "portable") {
+		t.Errorf("config = %v", d.config)
+	}
+}
+
+func TestParseName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want key
+		ok   bool
+	}{
+		{"impl=weft/depth=10-2", key{"weft", 10}, true},
+		{"impl=weft.Pull/depth=100", key{"weft.Pull", 100}, true},
+		{"depth=7/impl=a-b-16", key{"a-b", 7}, true}, // only the GOMAXPROCS suffix is cut
+		{"impl=weft", key{}, false},
+		{"impl=weft/depth=x", key{}, false},
+		{"weft/depth=1", key{}, false},
+	} {
+		got, ok := parseName(tc.name)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("parseName(%q) = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestRenderIsWellFormedSVG(t *testing.T) {
+	d, err := parse(strings.NewReader(sample), "BenchmarkRoundTrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := render(d)
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	polylines := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	if polylines != len(d.impls) {
+		t.Errorf("%d lines drawn, want one per impl (%d)", polylines, len(d.impls))
+	}
+	for _, s := range []string{"weft", "iter.Pull", "AMD EPYC", "weft backend: portable", ">1000<"} {
+		if !strings.Contains(svg, s) {
+			t.Errorf("chart lacks %q", s)
+		}
+	}
+}
+
+// The recorded results the chart in docs/benchmarks.md was drawn from
+// still parse into every impl at every depth.
+func TestRecordedResults(t *testing.T) {
+	f, err := os.Open("../testdata/portable-linux-amd64.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := parse(f, "BenchmarkRoundTrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(d.impls, ","); got != "weft,weft.Pull,iter.Pull,goroutine" {
+		t.Errorf("impls = %s", got)
+	}
+	if !slices.Equal(d.depths, []int{1, 10, 100, 1000}) {
+		t.Errorf("depths = %v", d.depths)
+	}
+	for _, impl := range d.impls {
+		for _, dep := range d.depths {
+			if n := len(d.samples[key{impl, dep}]); n != 6 {
+				t.Errorf("%s at depth %d: %d runs, want 6", impl, dep, n)
+			}
+		}
+	}
+}
