@@ -28,7 +28,7 @@ import (
 // continuation of s is mounted on the calling goroutine.
 func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	if s == nil {
-		panic(fmt.Errorf("continuation.Yield(nil): %w: the scope is nil", ErrNotInScope))
+		panic(nilScope("Yield"))
 	}
 	l := gls.Current()
 	if l == nil {
@@ -48,8 +48,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	}
 	for x := cur; ; x = x.parent() {
 		if pinned, pc := x.local.Pinned(); pinned {
-			t.pinned.Add(1)
-			return t, &pinning.Error{Reason: pinning.CriticalSection, Scope: s.Name(), Frame: gls.PinFrame(pc)}
+			return t, t.pinnedYield(pinning.CriticalSection, pc)
 		}
 		if x == t {
 			break
@@ -61,6 +60,23 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	return t, nil
 }
 
+// The functions below build errors off the hot path, so that their frames
+// do not enlarge Yield's, which every suspended body carries on its stack.
+
+// pinnedYield counts a pinned yield to t and describes it.
+//
+//go:noinline
+func (t *Cont) pinnedYield(r pinning.Reason, pc uintptr) *pinning.Error {
+	t.pinned.Add(1)
+	return &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: gls.PinFrame(pc)}
+}
+
+//go:noinline
+func nilScope(op string) error {
+	return fmt.Errorf("continuation.%s(nil): %w: the scope is nil", op, ErrNotInScope)
+}
+
+//go:noinline
 func notInScope(s *scope.Scope) error {
 	return fmt.Errorf("continuation.Yield(%v): %w (Yield must be called from the body of a running continuation of that scope, on the goroutine that runs it)", s, ErrNotInScope)
 }

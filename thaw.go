@@ -39,11 +39,17 @@ func (c *Cont) Run(owner any) {
 		case stMounted:
 			panic(c.mountedError())
 		default: // stDone, stCancelling
-			panic(fmt.Errorf("continuation.Run on %v: %w: its body has already returned or panicked (create a new continuation to run it again)", c.scope, ErrDone))
+			panic(c.doneError())
 		}
 	}
 }
 
+//go:noinline
+func (c *Cont) doneError() error {
+	return fmt.Errorf("continuation.Run on %v: %w: its body has already returned or panicked (create a new continuation to run it again)", c.scope, ErrDone)
+}
+
+//go:noinline
 func (c *Cont) mountedError() error {
 	if c.onChain() {
 		return fmt.Errorf("continuation.Run on %v: %w: Run called from inside the continuation's own body", c.scope, ErrMounted)

@@ -19,7 +19,6 @@ package weft
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"sync/atomic"
 
@@ -152,7 +151,7 @@ func (c *Cont) Stats() Stats {
 // wrapping ErrNotInScope.
 func Current(s *scope.Scope) *Cont {
 	if s == nil {
-		panic(fmt.Errorf("continuation.Current(nil): %w: the scope is nil", ErrNotInScope))
+		panic(nilScope("Current"))
 	}
 	l := gls.Current()
 	if l == nil {
