@@ -1,65 +1,69 @@
 package continuation_test
 
 import (
-	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scope"
 )
+
+// abandonLog records the order in which the deferred calls of abandoned
+// bodies run.
+type abandonLog struct {
+	mu    sync.Mutex
+	order []string
+}
+
+func (l *abandonLog) note(s string) { l.mu.Lock(); l.order = append(l.order, s); l.mu.Unlock() }
+
+func (l *abandonLog) get() []string { l.mu.Lock(); defer l.mu.Unlock(); return slices.Clone(l.order) }
+
+// abandonOuterBody and abandonInnerBody are the marker functions by which
+// the leak check recognises this test's goroutines.
+func abandonOuterBody(t *testing.T, log *abandonLog, outer, inner *scope.Scope) {
+	defer func() {
+		log.note("outer defer")
+		continuation.Yield(outer)
+		t.Error("outer deferred call resumed after yielding while abandoned")
+	}()
+	d := continuation.New(inner, func() { abandonInnerBody(t, log, outer, inner) })
+	d.Run()
+	t.Error("abandoned outer body resumed")
+}
+
+func abandonInnerBody(t *testing.T, log *abandonLog, outer, inner *scope.Scope) {
+	defer func() {
+		log.note("inner defer")
+		continuation.Yield(inner)
+		t.Error("inner deferred call resumed after yielding while abandoned")
+	}()
+	continuation.Yield(outer)
+	t.Error("abandoned inner body resumed")
+}
 
 // An abandoned continuation whose deferred calls try to yield while it
 // unwinds, nested inside another abandoned continuation: both bodies must
 // unwind completely (inner first), no deferred call may resume past its
 // yield, and no goroutine may remain.
 func TestAbandonedDeferredCallsThatYield(t *testing.T) {
-	base := runtime.NumGoroutine()
-	var mu sync.Mutex
-	var order []string
-	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	if !leakPortable() {
+		t.Skip("deferred calls of abandoned continuations run only on the portable backend; " + continuation.Backend())
+	}
+	base := leakStart("continuation_test.abandon")
+	log := &abandonLog{}
 	func() {
 		outer, inner := scope.New("outer"), scope.New("inner")
-		c := continuation.New(outer, func() {
-			defer func() {
-				note("outer defer")
-				continuation.Yield(outer)
-				t.Error("outer deferred call resumed after yielding while abandoned")
-			}()
-			d := continuation.New(inner, func() {
-				defer func() {
-					note("inner defer")
-					continuation.Yield(inner)
-					t.Error("inner deferred call resumed after yielding while abandoned")
-				}()
-				continuation.Yield(outer)
-				t.Error("abandoned inner body resumed")
-			})
-			d.Run()
-			t.Error("abandoned outer body resumed")
-		})
+		c := continuation.New(outer, func() { abandonOuterBody(t, log, outer, inner) })
 		c.Run()
 	}()
 	want := []string{"inner defer", "outer defer"}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		runtime.GC()
-		mu.Lock()
-		done := len(order) == len(want)
-		mu.Unlock()
-		if done && runtime.NumGoroutine() <= base {
-			break
+	base.wait(t, "abandoned nested continuations", func() string {
+		if got := log.get(); !slices.Equal(got, want) {
+			return "deferred calls ran as " + strings.Join(got, ", ")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(order, want) {
-		t.Errorf("deferred calls ran as %q, want %q", order, want)
-	}
-	if n := runtime.NumGoroutine() - base; n > 0 {
-		t.Errorf("%d goroutines remain after the continuations were abandoned", n)
-	}
+		return ""
+	})
 }
