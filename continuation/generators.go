@@ -25,7 +25,10 @@ import (
 // and stop are both dropped without calling stop is reclaimed instead of
 // leaking its goroutine. A concurrent or re-entrant call to next panics
 // with an error wrapping ErrMounted; a yield from a goroutine other than
-// the one running seq panics with an error wrapping ErrNotInScope.
+// the one running seq panics with an error wrapping ErrNotInScope; a yield
+// that is pinned (inside pinning.Do, or on the stack-copying backend a
+// frame that cannot be frozen) panics with a *pinning.Error, which
+// propagates out of next like any panic in seq.
 func Pull[V any](seq iter.Seq[V]) (next func() (V, bool), stop func()) {
 	next2, stop := pull2(func(yield func(struct{}, V) bool) {
 		seq(func(v V) bool { return yield(struct{}{}, v) })
