@@ -1,0 +1,19 @@
+package arch
+
+import "unsafe"
+
+// FrameLinkSize is the size of what a call pushes beneath the callee's
+// frame: on amd64, the return address. A frame's caller resumes at the word
+// just below the callee's entry SP.
+const FrameLinkSize = 8
+
+// CallerPCSP returns the PC at which its caller resumes after the call, and
+// the caller's SP at that PC. With the caller's metadata (its SP delta at
+// that PC) they are where a frame walk of the calling goroutine starts.
+//
+// sp is an unsafe.Pointer so that, kept in a variable of the goroutine's
+// own frames, it is relocated with the stack if the stack moves; converted
+// to a uintptr it is stale after any call that may grow the stack.
+//
+//go:noescape
+func CallerPCSP() (pc uintptr, sp unsafe.Pointer)

@@ -1,0 +1,23 @@
+//go:build !go1.25 || go1.27 || wasm
+
+package rt
+
+import "unsafe"
+
+// Supported reports whether this package has mirrors of the runtime's
+// layout for the Go release it was built with.
+const Supported = false
+
+// moduledata is not mirrored for this Go release.
+type moduledata struct {
+	funcnametab, pctab []byte
+	ftab               []functab
+	text, etext        uintptr
+	minpc, maxpc       uintptr
+	gofunc             unsafe.Pointer
+	textsectmap        []textsect
+}
+
+// FindFunc finds nothing on a Go release whose layout this package does
+// not know.
+func FindFunc(pc uintptr) Func { return Func{} }

@@ -1,0 +1,104 @@
+package rt
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
+)
+
+// FuncIDGoexit is the runtime's FuncID of runtime.goexit
+// (internal/abi.FuncID_goexit), the same in Go 1.25 and 1.26.
+const FuncIDGoexit = 8
+
+// Verify checks that the mirrors describe the running program's runtime.
+// It looks functions up both through FindFunc and through the runtime's
+// public API (runtime.FuncForPC) and compares names and entries, checks the
+// module's bounds and text sections, and recognises runtime.goexit by its
+// FuncID and flags. It returns nil if every check passes, and otherwise an
+// error saying which fact did not hold.
+func Verify() error {
+	if !Supported {
+		return fmt.Errorf("weft/internal/rt: %s on %s: runtime layout not mirrored (known: go1.25 and go1.26, not on wasm)", runtime.Version(), runtime.GOARCH)
+	}
+	var pcs [8]uintptr
+	n := runtime.Callers(0, pcs[:]) // runtime.Callers, Verify, and its callers
+	probes := append([]uintptr{
+		reflect.ValueOf(Verify).Pointer(),
+		reflect.ValueOf(runtime.GC).Pointer(),
+		reflect.ValueOf(fmt.Sprintf).Pointer(),
+	}, pcs[:n]...)
+	for _, pc := range probes {
+		if err := checkPC(pc); err != nil {
+			return err
+		}
+	}
+	// A new goroutine's outermost frame is runtime.goexit.
+	top := make(chan uintptr)
+	go func() {
+		var pcs [64]uintptr
+		n := runtime.Callers(0, pcs[:])
+		top <- pcs[n-1]
+	}()
+	pc := <-top
+	f := FindFunc(pc - 1)
+	if !f.Valid() || f.Name() != "runtime.goexit" {
+		return fmt.Errorf("weft/internal/rt: outermost frame of a goroutine is %q, want runtime.goexit", f.Name())
+	}
+	if f.FuncID() != FuncIDGoexit || f.Flag()&FlagTopFrame == 0 {
+		return fmt.Errorf("weft/internal/rt: runtime.goexit has FuncID %d and flags %#x, want FuncID %d and the top-frame flag", f.FuncID(), f.Flag(), FuncIDGoexit)
+	}
+	return nil
+}
+
+// checkPC compares what FindFunc and runtime.FuncForPC say of pc.
+func checkPC(pc uintptr) error {
+	rf := runtime.FuncForPC(pc)
+	if rf == nil {
+		return fmt.Errorf("weft/internal/rt: probe %#x is not in a Go function", pc)
+	}
+	f := FindFunc(pc)
+	switch {
+	case !f.Valid():
+		return fmt.Errorf("weft/internal/rt: findfunc(%#x) found nothing; runtime.FuncForPC found %s", pc, rf.Name())
+	case f.Entry() != rf.Entry():
+		return fmt.Errorf("weft/internal/rt: %s starts at %#x, runtime says %#x", rf.Name(), f.Entry(), rf.Entry())
+	case len(f.datap.textsectmap) > 1:
+		return errors.New("weft/internal/rt: the module has several text sections, which weft does not handle")
+	case pc < f.datap.minpc || pc >= f.datap.maxpc || f.Entry() < f.datap.text || f.Entry() >= f.datap.etext:
+		return fmt.Errorf("weft/internal/rt: %s at %#x lies outside its module's bounds", rf.Name(), pc)
+	case f.SPDelta(f.Entry()) != 0:
+		return fmt.Errorf("weft/internal/rt: %s has SP delta %d at its entry, want 0", rf.Name(), f.SPDelta(f.Entry()))
+	}
+	return checkName(f, pc, rf.Name())
+}
+
+// checkName compares the name of f with the name the runtime reports for
+// pc. runtime.FuncForPC names the innermost function inlined at pc, so the
+// names must agree exactly where pc is in no inlined body (its inline tree
+// index is negative).
+func checkName(f Func, pc uintptr, runtimeName string) error {
+	if f.PCData(PCDATAInlTreeIndex, pc) >= 0 {
+		return nil
+	}
+	if nameForPrint(f.Name()) != runtimeName {
+		return fmt.Errorf("weft/internal/rt: function at %#x is named %q, runtime says %q", pc, f.Name(), runtimeName)
+	}
+	return nil
+}
+
+// nameForPrint is the name runtime.Func.Name reports for a symbol name: the
+// type arguments of a generic function are elided as "[...]"
+// (runtime.funcNamePiecesForPrint).
+func nameForPrint(name string) string {
+	i := strings.IndexByte(name, '[')
+	if i < 0 {
+		return name
+	}
+	j := strings.LastIndexByte(name, ']')
+	if j <= i {
+		return name
+	}
+	return name[:i] + "[...]" + name[j+1:]
+}
