@@ -29,7 +29,7 @@ type moduledata struct {
 	covctrs, ecovctrs     uintptr
 	end, gcdata, gcbss    uintptr
 	types, etypes         uintptr
-	rodata                uintptr
+	rodata                unsafe.Pointer // (a uintptr in the runtime; static data)
 	gofunc                unsafe.Pointer // go:func.* (a uintptr in the runtime; static data)
 
 	textsectmap []textsect

@@ -1,6 +1,7 @@
 package rt
 
 import (
+	"reflect"
 	"runtime"
 	"testing"
 )
@@ -108,3 +109,6 @@ func funcPC(t *testing.T) uintptr {
 	t.Log(len(s[0]) > 0)
 	return pcs[0] - 1
 }
+
+// funcPCOf returns the entry PC of a function value's code.
+func funcPCOf(f any) uintptr { return reflect.ValueOf(f).Pointer() }

@@ -14,7 +14,7 @@ type moduledata struct {
 	ftab               []functab
 	text, etext        uintptr
 	minpc, maxpc       uintptr
-	gofunc             unsafe.Pointer
+	gofunc, rodata     unsafe.Pointer
 	textsectmap        []textsect
 }
 

@@ -1,0 +1,7 @@
+//go:build ppc64 || ppc64le
+
+package rt
+
+// minFrameSize is the size of the system-reserved words at the bottom of
+// every frame (internal/goarch.MinFrameSize).
+const minFrameSize = 32
