@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func getg() uintptr
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-8
+// func getgp() unsafe.Pointer
+TEXT ·getgp(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ	(TLS), AX
 	MOVQ	AX, ret+0(FP)
 	RET

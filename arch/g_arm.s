@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func getg() uintptr
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-4
+// func getgp() unsafe.Pointer
+TEXT ·getgp(SB), NOSPLIT|NOFRAME, $0-4
 	MOVW	g, R0
 	MOVW	R0, ret+0(FP)
 	RET

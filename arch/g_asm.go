@@ -2,12 +2,20 @@
 
 package arch
 
+import "unsafe"
+
 // HasG reports whether G reads the runtime g pointer directly (fast) rather
 // than parsing the goroutine id from a stack dump (slow).
 const HasG = true
 
+// GPointer returns the calling goroutine's runtime g. Only architectures
+// with assembly for it (HasG) have it.
+func GPointer() unsafe.Pointer { return getgp() }
+
 // getg returns the address of the calling goroutine's runtime g.
-// Implemented in g_$GOARCH.s.
+func getg() uintptr { return uintptr(getgp()) }
+
+// getgp is implemented in g_$GOARCH.s.
 //
 //go:noescape
-func getg() uintptr
+func getgp() unsafe.Pointer

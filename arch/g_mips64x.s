@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// func getg() uintptr
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-8
+// func getgp() unsafe.Pointer
+TEXT ·getgp(SB), NOSPLIT|NOFRAME, $0-8
 	MOVV	g, R1
 	MOVV	R1, ret+0(FP)
 	RET

@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// func getg() uintptr
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-4
+// func getgp() unsafe.Pointer
+TEXT ·getgp(SB), NOSPLIT|NOFRAME, $0-4
 	MOVW	g, R1
 	MOVW	R1, ret+0(FP)
 	RET

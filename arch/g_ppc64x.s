@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// func getg() uintptr
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-8
+// func getgp() unsafe.Pointer
+TEXT ·getgp(SB), NOSPLIT|NOFRAME, $0-8
 	MOVD	g, R3
 	MOVD	R3, ret+0(FP)
 	RET

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"unsafe"
 )
 
 // FuncIDGoexit is the runtime's FuncID of runtime.goexit
@@ -48,6 +49,76 @@ func Verify() error {
 	}
 	if f.FuncID() != FuncIDGoexit || f.Flag()&FlagTopFrame == 0 {
 		return fmt.Errorf("weft/internal/rt: runtime.goexit has FuncID %d and flags %#x, want FuncID %d and the top-frame flag", f.FuncID(), f.Flag(), FuncIDGoexit)
+	}
+	errc := make(chan error)
+	go func() { errc <- verifyG() }() // on a goroutine with no defers of its own
+	return <-errc
+}
+
+// verifyG checks the mirror of g against what a goroutine can observe of
+// itself: its locals lie within its stack bounds, which follow the stack
+// when it grows; a defer record is linked while a non-open-coded defer is
+// pending and only then; a panic record while a panic runs and only then.
+func verifyG() error {
+	g := CurG()
+	var local byte
+	lo, hi, at := g.StackLo, g.StackHi, uintptr(unsafe.Pointer(&local))
+	if !(lo < at && at < hi) || (hi-lo)&(hi-lo-1) != 0 || hi-lo < 2048 {
+		return fmt.Errorf("weft/internal/rt: g's stack [%#x, %#x) does not hold a local at %#x", lo, hi, at)
+	}
+	if err := growAndCheck(g, 64<<10); err != nil {
+		return err
+	}
+	if g.Defer != nil || g.Panic != nil {
+		return fmt.Errorf("weft/internal/rt: a goroutine without defers or panics has g._defer %p, g._panic %p", g.Defer, g.Panic)
+	}
+	if err := deferRecordVisible(g); err != nil {
+		return err
+	}
+	if g.Defer != nil {
+		return errors.New("weft/internal/rt: g._defer still set after the deferring function returned")
+	}
+	var inPanic unsafe.Pointer
+	func() {
+		defer func() {
+			inPanic = g.Panic
+			recover()
+		}()
+		panic("weft self-check")
+	}()
+	if inPanic == nil || g.Panic != nil {
+		return fmt.Errorf("weft/internal/rt: g._panic is %p during a panic and %p after it", inPanic, g.Panic)
+	}
+	return nil
+}
+
+// growAndCheck recurses until the stack has grown to at least n bytes and
+// checks, in the deepest frame, that g's bounds hold that frame's locals.
+//
+//go:noinline
+func growAndCheck(g *G, n int) error {
+	var pad [1024]byte
+	at := uintptr(unsafe.Pointer(&pad[0]))
+	if n <= 0 {
+		if !(g.StackLo <= at && at < g.StackHi) || g.StackHi-g.StackLo < 64<<10 {
+			return fmt.Errorf("weft/internal/rt: after growth, g's stack [%#x, %#x) does not hold a local at %#x", g.StackLo, g.StackHi, at)
+		}
+		return nil
+	}
+	return growAndCheck(g, n-len(pad)+int(pad[n%len(pad)]))
+}
+
+// deferRecordVisible runs a defer in a loop, which the compiler cannot
+// open-code, and checks that g links a defer record meanwhile.
+//
+//go:noinline
+func deferRecordVisible(g *G) error {
+	n := 0
+	for i := 0; i < 2; i++ {
+		defer func() { n++ }()
+	}
+	if g.Defer == nil {
+		return errors.New("weft/internal/rt: g._defer is nil while deferred calls are pending")
 	}
 	return nil
 }

@@ -1,0 +1,14 @@
+//go:build !go1.25 || go1.27 || wasm
+
+package rt
+
+import "unsafe"
+
+// G is not mirrored for this Go release or architecture.
+type G struct {
+	StackLo, StackHi uintptr
+	Panic, Defer     unsafe.Pointer
+}
+
+// CurG returns nil: the layout of g is not mirrored here.
+func CurG() *G { return nil }
