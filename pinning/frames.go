@@ -1,0 +1,71 @@
+package pinning
+
+import (
+	"strings"
+
+	"github.com/weftrt/weft/internal/rt"
+)
+
+// FrameReason reports whether a frame of the function that returns to pc
+// (a return address, as runtime.Callers reports it) would pin a
+// continuation whose suspended region contains it, and why. It is the
+// stack-copying backend's classification of frames; the portable backend
+// pins only on CriticalSection.
+//
+//   - pinning.Do: CriticalSection.
+//   - The Go side of a cgo call or callback (runtime.cgocall,
+//     runtime.cgocallback and friends), or a pc outside Go code: NativeFrame.
+//   - reflect call machinery (reflect.Value.Call, reflect.MakeFunc's
+//     stubs, runtime.reflectcall and its call trampolines), whose argument
+//     frames are built at run time: ReflectFrame.
+//   - Other assembly, and functions that write SP: AssemblyFrame.
+//   - Other runtime functions (runtime.*, internal/runtime/*): RuntimeFrame.
+//
+// Where weft cannot read the runtime's metadata (an unsupported Go release,
+// or wasm) every frame is UnknownFrame.
+func FrameReason(pc uintptr) (Reason, bool) {
+	if !rt.Supported {
+		return UnknownFrame, true
+	}
+	f := rt.FindFunc(pc - 1)
+	if !f.Valid() {
+		return NativeFrame, true
+	}
+	return funcReason(f.Name(), f.Flag(), f.Args())
+}
+
+// argsSizeUnknown is internal/abi.ArgsSizeUnknown: the argument size of
+// reflect's MakeFunc and method-value stubs.
+const argsSizeUnknown = -0x80000000
+
+func funcReason(name string, flag uint8, args int32) (Reason, bool) {
+	switch {
+	case name == "github.com/weftrt/weft/pinning.Do":
+		return CriticalSection, true
+	case strings.HasPrefix(name, "runtime.cgocall") || name == "runtime.asmcgocall" || strings.HasPrefix(name, "runtime.cgocallback"):
+		return NativeFrame, true
+	case args == argsSizeUnknown || isReflectCall(name):
+		return ReflectFrame, true
+	case flag&(rt.FlagAsm|rt.FlagSPWrite) != 0:
+		return AssemblyFrame, true
+	case strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/"):
+		return RuntimeFrame, true
+	}
+	return 0, false
+}
+
+// isReflectCall reports whether name is part of reflect's call machinery.
+func isReflectCall(name string) bool {
+	switch name {
+	case "reflect.Value.Call", "reflect.Value.CallSlice", "reflect.Value.call",
+		"reflect.callReflect", "reflect.callMethod",
+		"reflect.makeFuncStub", "reflect.methodValueCall",
+		"runtime.reflectcall":
+		return true
+	}
+	// runtime.call16 … runtime.call1073741824: reflectcall's trampolines.
+	if rest, ok := strings.CutPrefix(name, "runtime.call"); ok && rest != "" {
+		return strings.Trim(rest, "0123456789") == ""
+	}
+	return false
+}
