@@ -23,3 +23,25 @@ type G struct {
 
 // CurG returns the calling goroutine's g.
 func CurG() *G { return (*G)(arch.GPointer()) }
+
+// deferRecord mirrors runtime._defer (identical in Go 1.25 and 1.26).
+type deferRecord struct {
+	heap      bool
+	rangefunc bool
+	sp        uintptr // SP of the deferring function's frame
+	pc        uintptr
+	fn        func()
+	link      *deferRecord
+	head      unsafe.Pointer
+}
+
+// DeferSPs calls yield with the frame SP of each defer record linked from
+// g, innermost first, until yield returns false. Open-coded defers have no
+// record; defers in loops, and every defer in code built with -N, do.
+func (g *G) DeferSPs(yield func(sp uintptr) bool) {
+	for d := (*deferRecord)(g.Defer); d != nil; d = d.link {
+		if !yield(d.sp) {
+			return
+		}
+	}
+}

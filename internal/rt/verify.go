@@ -114,11 +114,25 @@ func growAndCheck(g *G, n int) error {
 //go:noinline
 func deferRecordVisible(g *G) error {
 	n := 0
+	var local byte
 	for i := 0; i < 2; i++ {
 		defer func() { n++ }()
 	}
 	if g.Defer == nil {
 		return errors.New("weft/internal/rt: g._defer is nil while deferred calls are pending")
+	}
+	// Each record holds the SP of this frame: at or below its locals.
+	records, at := 0, uintptr(unsafe.Pointer(&local))
+	var bad uintptr
+	g.DeferSPs(func(sp uintptr) bool {
+		if records < 2 && (sp > at || sp < g.StackLo) {
+			bad = sp
+		}
+		records++
+		return true
+	})
+	if records < 2 || bad != 0 {
+		return fmt.Errorf("weft/internal/rt: %d defer records; a record's frame SP %#x is not this frame's (local at %#x)", records, bad, at)
 	}
 	return nil
 }

@@ -1,0 +1,298 @@
+package weft
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/weftrt/weft/arch"
+	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/pinning"
+)
+
+type capNode struct {
+	v    int
+	next *capNode
+}
+
+// capCheck is what capLeaf reports about the chunk it captured, checked
+// against the live frames while they still exist.
+type capCheck struct {
+	err      error
+	frames   []string
+	problems []string
+}
+
+// keepStill pre-grows the stack and stops the GC, so that the test's own
+// checks of absolute stack addresses stay meaningful.
+func keepStill(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	old := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	growStackBy(128 << 10)
+}
+
+//go:noinline
+func growStackBy(n int) byte {
+	var buf [1024]byte
+	if n <= 0 {
+		return buf[0]
+	}
+	return growStackBy(n-len(buf)) + buf[n%len(buf)]
+}
+
+// capLeaf captures the region up to boundary and checks the chunk against
+// the live stack: every word is accounted for exactly once, pointers out of
+// the stack are in ptrs, pointers into the region are offsets that point
+// where the live ones do, and want (pointers the callers keep live) and
+// wantRefs (addresses of stack locals they keep live, passed as pointers so
+// that a stack move updates them, and never leaked, so that the locals stay
+// on the stack) are all found. capLeaf's own frame changes once
+// capture returns, so its words are not compared.
+//
+//go:noinline
+func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []unsafe.Pointer) capCheck {
+	var res capCheck
+	res.err = c.capture(boundary)
+	_, sp := arch.CallerPCSP() // capLeaf's SP: the region's base
+	if res.err != nil {
+		return res
+	}
+	for _, f := range c.frames {
+		res.frames = append(res.frames, rt.FindFunc(f.pc).Name())
+	}
+	base := uintptr(sp)
+	own := c.frames[0].fp / uint32(wordSize) // words of capLeaf's own frame
+	live := func(w uint32) uintptr { return *(*uintptr)(unsafe.Add(sp, uintptr(w)*wordSize)) }
+	seen := map[uint32]string{}
+	for i, w := range c.ptrAt {
+		if w >= own && live(w) != uintptr(c.ptrs[i]) {
+			res.problems = append(res.problems, fmt.Sprintf("ptrs[%d] = %p, live word %d holds %#x", i, c.ptrs[i], w, live(w)))
+		}
+		seen[w] = "ptr"
+	}
+	for _, r := range c.refs {
+		if r.at >= own && live(r.at) != base+uintptr(r.target) {
+			res.problems = append(res.problems, fmt.Sprintf("ref at word %d targets %#x, live word holds %#x", r.at, base+uintptr(r.target), live(r.at)))
+		}
+		if seen[r.at] != "" {
+			res.problems = append(res.problems, fmt.Sprintf("word %d is both a %s and a ref", r.at, seen[r.at]))
+		}
+		seen[r.at] = "ref"
+	}
+	for w, v := range c.words {
+		switch {
+		case int32(w) == c.outerBP:
+			// Points into the boundary frame; the runtime adjusts the live
+			// word if the stack moves, the image keeps the old value, and
+			// thaw patches it. It must point above the region.
+			if live(uint32(w)) < base+uintptr(len(c.words))*wordSize {
+				res.problems = append(res.problems, fmt.Sprintf("outermost saved frame pointer %#x does not point above the region", live(uint32(w))))
+			}
+		case seen[uint32(w)] != "":
+			if v != 0 {
+				res.problems = append(res.problems, fmt.Sprintf("word %d is a %s but not zeroed in the image", w, seen[uint32(w)]))
+			}
+		case uint32(w) >= own && v != live(uint32(w)):
+			res.problems = append(res.problems, fmt.Sprintf("word %d: image %#x, live %#x", w, v, live(uint32(w))))
+		}
+	}
+	for _, p := range want {
+		if !slices.Contains(c.ptrs, p) {
+			res.problems = append(res.problems, fmt.Sprintf("live pointer %p is not in ptrs", p))
+		}
+	}
+	for _, ref := range wantRefs {
+		p := uintptr(ref) // after the capture: the stack may have moved
+		found := false
+		for _, r := range c.refs {
+			found = found || base+uintptr(r.target) == p
+		}
+		if !found {
+			res.problems = append(res.problems, fmt.Sprintf("pointer to stack local %#x is not among the refs (region %#x+%d)", p, base, len(c.words)*int(wordSize)))
+		}
+	}
+	if c.outerBP < 0 {
+		res.problems = append(res.problems, "the outermost frame's saved frame pointer was not found")
+	}
+	return res
+}
+
+//go:noinline
+func capMid(c *stackChunk, boundary uintptr, local *capNode, heap *capNode, arr *[2]*capNode, s string) capCheck {
+	want := []unsafe.Pointer{unsafe.Pointer(heap), unsafe.Pointer(unsafe.StringData(s)), unsafe.Pointer(arr[0])}
+	res := capLeaf(c, boundary, want, []unsafe.Pointer{unsafe.Pointer(local), unsafe.Pointer(arr)})
+	// Keep everything live across the capture.
+	local.v += heap.v + arr[0].v + len(s)
+	return res
+}
+
+// capKeep makes the closures passed to capCall escape, so that they and
+// what they capture live on the heap, as a continuation's body does.
+var capKeep func()
+
+// capCall is the boundary of the regions under test, as the entry
+// trampoline will be for a continuation: it calls a body with no arguments.
+//
+//go:noinline
+func capCall(f func()) { capKeep = f; f() }
+
+// capCallOnStack is a boundary whose body closure stays on the caller's
+// stack, with whatever it captures by reference.
+//
+//go:noinline
+func capCallOnStack(f func()) { f() }
+
+func capBoundary(f any) uintptr { return rt.FindFunc(reflect.ValueOf(f).Pointer()).Entry() }
+
+func TestCaptureRegion(t *testing.T) {
+	keepStill(t)
+	var c stackChunk
+	boundary := capBoundary(capCall)
+	var res capCheck
+	capCall(func() {
+		local := capNode{v: 1}
+		heap := &capNode{v: 2}
+		var arr [2]*capNode // address-taken: a stack object
+		arr[0] = &capNode{v: 3}
+		s := fmt.Sprint("string on the heap ", 4)
+		res = capMid(&c, boundary, &local, heap, &arr, s)
+	})
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	wantFrames := []string{"github.com/weftrt/weft.capLeaf", "github.com/weftrt/weft.capMid", "github.com/weftrt/weft.TestCaptureRegion.func1"}
+	if !slices.Equal(res.frames, wantFrames) {
+		t.Errorf("frames %v, want %v", res.frames, wantFrames)
+	}
+	for _, p := range res.problems {
+		t.Error(p)
+	}
+	if len(c.ptrs) == 0 || len(c.refs) == 0 {
+		t.Fatalf("%d pointers, %d refs", len(c.ptrs), len(c.refs))
+	}
+}
+
+//go:noinline
+func capPlain(c *stackChunk, boundary uintptr) error { return c.capture(boundary) }
+
+//go:noinline
+func capWithLoopDefer(c *stackChunk, boundary uintptr) error {
+	for i := 0; i < 1; i++ {
+		defer func() {}()
+	}
+	return c.capture(boundary)
+}
+
+func TestCapturePins(t *testing.T) {
+	keepStill(t)
+	var c stackChunk
+	check := func(name string, want pinning.Reason, err error) {
+		t.Helper()
+		var pe *errPinned
+		if !errors.As(err, &pe) || pe.reason != want {
+			t.Errorf("%s: capture returned %v, want pinned by %v", name, err, want)
+		}
+	}
+	b := capBoundary(capCall)
+	var err error
+	capCall(func() { err = capWithLoopDefer(&c, b) })
+	check("defer record in the region", pinning.DeferRecord, err)
+
+	capCall(func() { pinning.Do(func() { err = capPlain(&c, b) }) })
+	check("pinning.Do", pinning.CriticalSection, err)
+
+	capCall(func() { reflect.ValueOf(func() { err = capPlain(&c, b) }).Call(nil) })
+	check("reflect.Value.Call", pinning.ReflectFrame, err)
+
+	// The body's closure and what it captures stay in the boundary's
+	// caller's frame: the body frame points outside the region.
+	outside := 0
+	var perr error
+	capCallOnStack(func() {
+		perr = capPlain(&c, capBoundary(capCallOnStack))
+		outside++
+	})
+	check("pointer to a frame outside the region", pinning.StackPointer, perr)
+
+	capCall(func() { err = capPlain(&c, b) })
+	if err != nil {
+		t.Errorf("plain region: %v", err)
+	}
+}
+
+func TestCaptureNoBoundary(t *testing.T) {
+	keepStill(t)
+	var c stackChunk
+	done := make(chan error)
+	go func() { done <- capPlain(&c, capBoundary(capCall)) }() // no capCall frame on this goroutine
+	if err := <-done; err == nil || errors.As(err, new(*errPinned)) {
+		t.Fatalf("capture without a boundary frame: %v", err)
+	}
+}
+
+// Capture on fresh goroutines, whose small stacks must grow (and so move)
+// while capture runs, with collections running all the while: the chunk
+// must still describe the live frames exactly.
+func TestCaptureWhileStackMoves(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	stop := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	defer func() { close(stop); <-gcDone }()
+	b := capBoundary(capCall)
+	moved := 0
+	for i := 0; i < 200; i++ {
+		done := make(chan capCheck)
+		go func() {
+			var c stackChunk
+			var res capCheck
+			hi := rt.CurG().StackHi
+			capCall(func() {
+				local := capNode{v: i}
+				heap := &capNode{v: 2 * i}
+				var arr [2]*capNode
+				arr[0] = &capNode{v: 3}
+				s := fmt.Sprint("string ", i)
+				res = capMid(&c, b, &local, heap, &arr, s)
+			})
+			if rt.CurG().StackHi != hi {
+				res.frames = append(res.frames, "moved")
+			}
+			done <- res
+		}()
+		res := <-done
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		for _, p := range res.problems {
+			t.Error(p)
+		}
+		if slices.Contains(res.frames, "moved") {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("the stack never moved: the test does not test what it says")
+	}
+	t.Logf("the stack moved in %d of 200 captures", moved)
+}
