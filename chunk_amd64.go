@@ -1,3 +1,5 @@
+//go:build amd64 && !race
+
 package weft
 
 import (
@@ -43,6 +45,15 @@ type stackChunk struct {
 	// pointer, which points into the boundary frame and is patched at thaw;
 	// -1 if that frame saves none.
 	outerBP int32
+	// cleared are the pointer words of stack objects no live pointer
+	// reaches that held an address in the stack outside the region:
+	// garbage, which the image holds as zero rather than as an address
+	// that would dangle once the frames are thawed elsewhere.
+	cleared []uint32
+	// topOff is the region's top (the boundary frame's SP) as an offset
+	// below the goroutine's stack top: where the jump back lands, however
+	// the stack has moved since.
+	topOff uintptr
 }
 
 type stackRef struct {
@@ -83,7 +94,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	fr := rt.FrameAt(pc, sp).Caller() // the innermost frozen frame
 	base := fr.SP
 	c.frames = c.frames[:0]
-	c.ptrs, c.ptrAt, c.refs = c.ptrs[:0], c.ptrAt[:0], c.refs[:0]
+	c.ptrs, c.ptrAt, c.refs, c.cleared = c.ptrs[:0], c.ptrAt[:0], c.refs[:0], c.cleared[:0]
 	c.outerBP = -1
 
 	// Walk the region, classifying every frame.
@@ -193,6 +204,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	}
 	lo, hi := uintptr(base), uintptr(base)+size
 	gLo, gHi := g.StackLo, g.StackHi
+	c.topOff = gHi - hi
 
 	for _, w := range bps {
 		v := words[w]
@@ -246,6 +258,35 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize)))
 			c.ptrAt = append(c.ptrAt, uint32(w))
 			words[w] = 0
+		}
+	}
+
+	// Objects no live pointer reaches publish nothing to the GC. Their
+	// contents cannot matter as pointers (the GC would not keep their
+	// targets alive), but runtime.adjustframe relocates the pointer words
+	// of every stack object, live or not, when it copies a stack, so words
+	// pointing into the region are relocated here too; words pointing
+	// elsewhere in the stack are garbage left by earlier calls, and are
+	// zeroed rather than thawed as addresses into another stack.
+	for k := range objs {
+		o := &objs[k]
+		if o.live {
+			continue
+		}
+		for j := int32(0); j < o.mask.N; j++ {
+			w := int(o.off/uint32(wordSize)) + int(j)
+			if !o.mask.Ptr(j) || getBit(done, w) {
+				continue
+			}
+			setBit(done, w)
+			switch v := words[w]; {
+			case lo <= v && v < hi:
+				c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
+				words[w] = 0
+			case gLo <= v && v < gHi:
+				c.cleared = append(c.cleared, uint32(w))
+				words[w] = 0
+			}
 		}
 	}
 	return nil

@@ -1,0 +1,155 @@
+//go:build amd64 && !race
+
+package weft
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/weftrt/weft/internal/rt"
+)
+
+// A body frozen at each yield and thawed on a new goroutine every time:
+// locals, pointers to heap objects and to its own stack locals, and a
+// pointer to an address-taken array must all come back.
+func TestStackCopyRoundTrip(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	c := &scCont{}
+	var trace []string
+	c.body = func() {
+		x := 10
+		p := &x // a pointer to this frame's own local
+		h := &capNode{v: 5}
+		var arr [2]*capNode
+		arr[0] = h
+		q := &arr
+		for i := 0; i < 5; i++ {
+			if !scYield(c) {
+				trace = append(trace, "pinned: "+c.err.Error())
+				return
+			}
+			*p += i
+			runtime.GC()
+			trace = append(trace, fmt.Sprint(x, h.v, q[0].v, len(trace)))
+		}
+	}
+	for i := 0; !c.done; i++ {
+		if i > 10 {
+			t.Fatal("the body did not finish")
+		}
+		done := make(chan struct{})
+		go func() { // a fresh goroutine for every run
+			defer close(done)
+			c.run()
+		}()
+		<-done
+		runtime.GC()
+	}
+	want := []string{"10 5 5 0", "11 5 5 1", "13 5 5 2", "16 5 5 3", "20 5 5 4"}
+	if !slices.Equal(trace, want) {
+		t.Fatalf("trace %q, want %q", trace, want)
+	}
+}
+
+// scDeep recurses depth frames with a local in each that stays live across
+// the yields at the bottom, and checks every local on the way up.
+//
+//go:noinline
+func scDeep(c *scCont, depth, yields int, sum *int) bool {
+	local := depth*7 + 1
+	node := &capNode{v: depth}
+	if depth == 0 {
+		for i := 0; i < yields; i++ {
+			if !scYield(c) {
+				return false
+			}
+			growStackFor(uintptr(i%4) * 16 << 10) // grow the stack after a thaw
+		}
+		*sum += local
+		return true
+	}
+	ok := scDeep(c, depth-1, yields, sum)
+	if local != depth*7+1 || node.v != depth {
+		panic(fmt.Sprintf("frame %d: local %d node %d after thaw", depth, local, node.v))
+	}
+	*sum += local
+	return ok
+}
+
+func runToEnd(t *testing.T, c *scCont, max int) {
+	t.Helper()
+	for i := 0; !c.done; i++ {
+		if i > max {
+			t.Fatal("the body did not finish")
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); c.run() }()
+		<-done
+		if c.err != nil {
+			t.Fatal(c.err)
+		}
+	}
+}
+
+// Deep stacks: capture grows its own goroutine's stack while it walks 300
+// frames, and the thawed frames must survive further growth and collection.
+func TestStackCopyDeep(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	for _, depth := range []int{1, 50, 300} {
+		c := &scCont{}
+		sum := 0
+		ok := true
+		c.body = func() { ok = scDeep(c, depth, 20, &sum) }
+		runToEnd(t, c, 25)
+		want := 0
+		for d := 0; d <= depth; d++ {
+			want += d*7 + 1
+		}
+		if !ok || sum != want {
+			t.Fatalf("depth %d: ok %v, sum %d, want %d", depth, ok, sum, want)
+		}
+	}
+}
+
+// Many goroutines freezing and thawing at once, the collector running.
+func TestStackCopyConcurrent(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const workers, each = 8, 40
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for k := 0; k < each; k++ {
+				c := &scCont{}
+				sum := 0
+				c.body = func() { scDeep(c, 10+k%20, 5, &sum) }
+				for i := 0; !c.done; i++ {
+					if i > 10 || c.err != nil {
+						errs <- fmt.Errorf("worker %d: %v", w, c.err)
+						return
+					}
+					done := make(chan struct{})
+					go func() { defer close(done); c.run() }()
+					<-done
+				}
+				if sum == 0 {
+					errs <- fmt.Errorf("worker %d: no result", w)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
