@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weftrt/weft/internal/goroutines"
 )
 
 // These tests check the benchmark helpers themselves: a benchmark that
@@ -39,30 +41,10 @@ func settle(t *testing.T, want int) {
 	}
 }
 
-// quietBase returns the goroutine count once it has stopped falling:
-// goroutines that earlier steps left finishing (the cleanup that ends an
-// abandoned continuation, say) must not count in a baseline that a later
-// "at least" check relies on.
-func quietBase() int {
-	n := runtime.NumGoroutine()
-	for stable, i := 0, 0; stable < 3 && i < 200; i++ {
-		runtime.GC()
-		time.Sleep(2 * time.Millisecond)
-		m := runtime.NumGoroutine()
-		if m < n {
-			stable = 0
-		} else {
-			stable++
-		}
-		n = m
-	}
-	return n
-}
-
 func TestPeers(t *testing.T) {
 	for _, pr := range peers {
 		for _, d := range depths {
-			base := quietBase()
+			base := goroutines.Settled()
 			got := -1
 			p := pr.new(d, func() { got = recurseFrames() })
 			if got != d {
@@ -85,7 +67,7 @@ func TestPeers(t *testing.T) {
 func TestSuspenders(t *testing.T) {
 	const n = 200
 	for _, s := range suspenders {
-		base := quietBase()
+		base := goroutines.Settled()
 		suspend, end := s.prepare(n)
 		suspend()
 		// At least: the runtime may be running a cleanup on a goroutine

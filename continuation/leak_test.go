@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weftrt/weft/continuation"
+	"github.com/weftrt/weft/internal/goroutines"
 	"github.com/weftrt/weft/scope"
 )
 
@@ -42,18 +43,7 @@ type leakBase struct {
 // continuations run; earlier tests may have left some, which are theirs to
 // report).
 func leakStart(marker string) leakBase {
-	n := runtime.NumGoroutine()
-	for stable, i := 0, 0; stable < 3 && i < 200; i++ {
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-		m := runtime.NumGoroutine()
-		if m < n {
-			stable = 0
-		} else {
-			stable++
-		}
-		n = m
-	}
+	n := goroutines.Settled()
 	return leakBase{goroutines: n, marked: len(leakStacks(marker)), marker: marker}
 }
 

@@ -151,6 +151,10 @@ func checkPC(pc uintptr) error {
 		return fmt.Errorf("weft/internal/rt: %s starts at %#x, runtime says %#x", rf.Name(), f.Entry(), rf.Entry())
 	case len(f.datap.textsectmap) > 1:
 		return errors.New("weft/internal/rt: the module has several text sections, which weft does not handle")
+	case len(f.datap.textsectmap) == 1 && f.datap.textsectmap[0].baseaddr != f.datap.text:
+		// textsectmap follows gofunc (Go 1.25) or epclntab (Go 1.26): a
+		// wrong mirror reads it from the wrong place.
+		return fmt.Errorf("weft/internal/rt: the text section starts at %#x, the module's text at %#x", f.datap.textsectmap[0].baseaddr, f.datap.text)
 	case pc < f.datap.minpc || pc >= f.datap.maxpc || f.Entry() < f.datap.text || f.Entry() >= f.datap.etext:
 		return fmt.Errorf("weft/internal/rt: %s at %#x lies outside its module's bounds", rf.Name(), pc)
 	case f.SPDelta(f.Entry()) != 0:
