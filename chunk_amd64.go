@@ -1,4 +1,4 @@
-//go:build amd64 && !race
+//go:build amd64 && !race && !msan && !asan
 
 package weft
 
@@ -50,6 +50,13 @@ type stackChunk struct {
 	// garbage, which the image holds as zero rather than as an address
 	// that would dangle once the frames are thawed elsewhere.
 	cleared []uint32
+	// Scratch space of capture, kept to make a warm yield allocation
+	// free: the live and visited bitmaps, the region's stack objects, the
+	// saved-BP words and the work list.
+	live, done []uint64
+	objs       []chunkObject
+	bps        []int32
+	work       []int32
 	// topOff is the region's top (the boundary frame's SP) as an offset
 	// below the goroutine's stack top: where the jump back lands, however
 	// the stack has moved since.
@@ -62,8 +69,9 @@ type stackRef struct {
 }
 
 type chunkFrame struct {
-	pc     uintptr // where the frame continues
-	sp, fp uint32  // byte offsets of its SP and FP from the region's base
+	pc     uintptr    // where the frame continues
+	sp, fp uint32     // byte offsets of its SP and FP from the region's base
+	d      *frameDesc // its description
 }
 
 // errPinned carries the reason a region cannot be captured and the PC of
@@ -90,123 +98,123 @@ func (e *errPinned) Error() string {
 //
 //go:noinline
 func (c *stackChunk) capture(boundary uintptr) error {
+	// Start at capture's own frame and step to its caller, the innermost
+	// frame of the region.
 	pc, sp := arch.CallerPCSP()
-	fr := rt.FrameAt(pc, sp).Caller() // the innermost frozen frame
-	base := fr.SP
+	d := descFor(pc)
+	if d.bad {
+		return errors.New("weft: capture: its own frame cannot be described")
+	}
+	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+	sp = unsafe.Add(sp, d.size)
+	base := sp
 	c.frames = c.frames[:0]
 	c.ptrs, c.ptrAt, c.refs, c.cleared = c.ptrs[:0], c.ptrAt[:0], c.refs[:0], c.cleared[:0]
 	c.outerBP = -1
 
-	// Walk the region, classifying every frame.
-	var outer rt.Frame
+	// Walk the region, classifying every frame. sp and base are
+	// unsafe.Pointers, relocated if a call here moves the stack; their
+	// difference is taken with no call in between.
 	for {
-		if !fr.Fn.Valid() {
+		d := descFor(pc)
+		if d.bad {
 			if len(c.frames) == 0 {
 				return errors.New("weft: capture: the caller's frame cannot be described")
 			}
-			return &errPinned{pinning.UnknownFrame, fr.PC}
+			return &errPinned{pinning.UnknownFrame, pc}
 		}
-		if fr.Fn.Entry() == boundary {
-			break
-		}
-		if r, pinned := pinning.FrameReason(fr.PC); pinned {
-			return &errPinned{r, fr.PC}
-		}
-		c.frames = append(c.frames, chunkFrame{
-			pc: fr.PC,
-			sp: uint32(uintptr(fr.SP) - uintptr(base)),
-			fp: uint32(uintptr(fr.FP) - uintptr(base)),
-		})
-		outer = fr
-		fr = fr.Caller()
-		if fr.Fn.Valid() && fr.Fn.FuncID() == rt.FuncIDGoexit {
+		if d.goexit {
 			return errors.New("weft: capture: no boundary frame on the stack")
 		}
+		if d.entry == boundary {
+			break
+		}
+		if d.pinned {
+			return &errPinned{d.reason, pc}
+		}
+		if d.mapErr {
+			return &errPinned{pinning.UnknownFrame, pc}
+		}
+		off := uint32(uintptr(sp) - uintptr(base))
+		c.frames = append(c.frames, chunkFrame{pc: pc, sp: off, fp: off + d.size, d: d})
+		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+		sp = unsafe.Add(sp, d.size)
 	}
 	if len(c.frames) == 0 {
 		return errors.New("weft: capture: the boundary is the caller itself")
 	}
-	if outer.Fn.Args() != 0 {
+	if outer := c.frames[len(c.frames)-1].d; outer.args != 0 {
 		// Its arguments would live in the boundary frame.
-		return fmt.Errorf("weft: capture: outermost frame %s has %d bytes of arguments", outer.Fn.Name(), outer.Fn.Args())
+		return fmt.Errorf("weft: capture: outermost frame %s has %d bytes of arguments", outer.fn.Name(), outer.args)
 	}
 	size := uintptr(c.frames[len(c.frames)-1].fp)
 	n := int(size / wordSize)
 
 	// A defer record whose frame lies in the region would dangle.
 	g := rt.CurG()
-	loOff, hiOff := g.StackHi-uintptr(base), g.StackHi-uintptr(base)-size
-	if sp, ok := deferIn(g, loOff, hiOff); ok {
-		return &errPinned{pinning.DeferRecord, sp}
+	if g.Defer != nil {
+		loOff, hiOff := g.StackHi-uintptr(base), g.StackHi-uintptr(base)-size
+		if sp, ok := deferIn(g, loOff, hiOff); ok {
+			return &errPinned{pinning.DeferRecord, sp}
+		}
 	}
 
 	// Which words hold live pointers, by the stack maps at each call site;
 	// and the region's stack objects.
-	live := make([]uint64, (n+63)/64)
-	var objs []chunkObject
-	var bps []int
-	for i, f := range c.frames {
-		fr := rt.Frame{Fn: rt.FindFunc(f.pc), PC: f.pc, SP: unsafe.Add(base, f.sp), FP: unsafe.Add(base, f.fp)}
-		m, err := fr.StackMap()
-		if err != nil {
-			return &errPinned{pinning.UnknownFrame, f.pc}
-		}
-		varp := uintptr(fr.VarP()) - uintptr(base)
-		for j := int32(0); j < m.Locals.N; j++ {
-			if m.Locals.Ptr(j) {
-				setBit(live, int(varp/wordSize)-int(m.Locals.N)+int(j))
+	live := resetBits(&c.live, n)
+	c.objs, c.bps = c.objs[:0], c.bps[:0]
+	for i := range c.frames {
+		f := &c.frames[i]
+		d := f.d
+		lw := (int(f.sp)+int(d.localsEnd))/int(wordSize) - int(d.locals.N)
+		for j := int32(0); j < d.locals.N; j++ {
+			if d.locals.Ptr(j) {
+				setBit(live, lw+int(j))
 			}
 		}
-		argp := uintptr(fr.ArgP()) - uintptr(base)
-		for j := int32(0); j < m.Args.N; j++ {
-			if m.Args.Ptr(j) {
-				w := int(argp/wordSize) + int(j)
+		aw := int(f.fp) / int(wordSize)
+		for j := int32(0); j < d.argMap.N; j++ {
+			if d.argMap.Ptr(j) {
+				w := aw + int(j)
 				if w >= n {
-					return fmt.Errorf("weft: capture: arguments of %s reach beyond the region", fr.Fn.Name())
+					return fmt.Errorf("weft: capture: arguments of %s reach beyond the region", d.fn.Name())
 				}
 				setBit(live, w)
 			}
 		}
-		for k := range m.Objects {
-			o := &m.Objects[k]
-			at := int64(argp) + int64(o.Off)
-			if o.Off < 0 {
-				at = int64(varp) + int64(o.Off)
+		for k := range d.objs {
+			o := &d.objs[k]
+			at := int64(f.sp) + o.off
+			if at < 0 || at+int64(o.size) > int64(size) {
+				return fmt.Errorf("weft: capture: stack object of %s lies outside the region", d.fn.Name())
 			}
-			if at < 0 || at+int64(o.Size) > int64(size) {
-				return fmt.Errorf("weft: capture: stack object of %s lies outside the region", fr.Fn.Name())
-			}
-			objs = append(objs, chunkObject{off: uint32(at), size: uint32(o.Size), mask: o.PtrMask(fr.Fn)})
+			c.objs = append(c.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
 		}
 		// The saved frame pointer, below the return address, if the frame
 		// has a body. It is not a Go pointer: it must point into the region
 		// (checked below), except the outermost, which points into the
 		// boundary frame and is patched at thaw.
-		if uintptr(fr.VarP()) < uintptr(fr.FP)-wordSize {
-			bp := int((uintptr(f.fp) - 2*wordSize) / wordSize)
+		if d.hasBP {
+			bp := int32((f.fp - 2*uint32(wordSize)) / uint32(wordSize))
 			if i == len(c.frames)-1 {
-				c.outerBP = int32(bp)
+				c.outerBP = bp
 			} else {
-				bps = append(bps, bp)
+				c.bps = append(c.bps, bp)
 			}
 		}
 	}
 
-	// Copy the region. No calls from here until the bounds are taken, so
-	// the copied values and the bounds describe the same stack position.
+	// Copy the region, and take the bounds at the same stack position.
 	if cap(c.words) < n {
 		c.words = make([]uintptr, n)
 	}
 	c.words = c.words[:n]
 	words := c.words
-	for i := range words {
-		words[i] = *(*uintptr)(unsafe.Add(base, uintptr(i)*wordSize))
-	}
-	lo, hi := uintptr(base), uintptr(base)+size
-	gLo, gHi := g.StackLo, g.StackHi
+	lo, gLo, gHi := snapshot(words, base, g)
+	hi := lo + size
 	c.topOff = gHi - hi
 
-	for _, w := range bps {
+	for _, w := range c.bps {
 		v := words[w]
 		if v < lo || v >= hi {
 			return &errPinned{pinning.UnknownFrame, c.framePC(uint32(uintptr(w) * wordSize))}
@@ -218,15 +226,15 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// Sort the live words into pointers out of the stack and pointers into
 	// the region; a pointer into the stack outside the region pins it. Then
 	// do the same for every stack object a live pointer reaches.
-	done := make([]uint64, len(live))
-	var work []int
+	done := resetBits(&c.done, n)
+	work := c.work[:0]
 	for w := 0; w < n; w++ {
 		if getBit(live, w) {
-			work = append(work, w)
+			work = append(work, int32(w))
 		}
 	}
 	for len(work) > 0 {
-		w := work[len(work)-1]
+		w := int(work[len(work)-1])
 		work = work[:len(work)-1]
 		if getBit(done, w) {
 			continue
@@ -238,18 +246,19 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		case lo <= v && v < hi:
 			c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
 			words[w] = 0
-			for k := range objs {
-				o := &objs[k]
+			for k := range c.objs {
+				o := &c.objs[k]
 				if !o.live && uintptr(o.off) <= v-lo && v-lo < uintptr(o.off+o.size) {
 					o.live = true
 					for j := int32(0); j < o.mask.N; j++ {
 						if o.mask.Ptr(j) {
-							work = append(work, int(o.off/uint32(wordSize))+int(j))
+							work = append(work, int32(o.off/uint32(wordSize))+j)
 						}
 					}
 				}
 			}
 		case gLo <= v && v < gHi:
+			c.work = work
 			return &errPinned{pinning.StackPointer, c.framePC(uint32(uintptr(w) * wordSize))}
 		default:
 			// Re-read the word as a pointer from the live stack: base has
@@ -260,6 +269,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			words[w] = 0
 		}
 	}
+	c.work = work
 
 	// Objects no live pointer reaches publish nothing to the GC. Their
 	// contents cannot matter as pointers (the GC would not keep their
@@ -268,8 +278,8 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// pointing into the region are relocated here too; words pointing
 	// elsewhere in the stack are garbage left by earlier calls, and are
 	// zeroed rather than thawed as addresses into another stack.
-	for k := range objs {
-		o := &objs[k]
+	for k := range c.objs {
+		o := &c.objs[k]
 		if o.live {
 			continue
 		}
@@ -290,6 +300,18 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		}
 	}
 	return nil
+}
+
+// resetBits returns *b resized to n bits, all clear, reusing its array.
+func resetBits(b *[]uint64, n int) []uint64 {
+	k := (n + 63) / 64
+	if cap(*b) < k {
+		*b = make([]uint64, k)
+	}
+	s := (*b)[:k]
+	clear(s)
+	*b = s
+	return s
 }
 
 // chunkObject is a stack object of the region.
@@ -324,6 +346,24 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 		return true
 	})
 	return at, found
+}
+
+// snapshot copies len(words) stack words from base into words and returns
+// base and g's stack bounds as integers, all taken at one stack position:
+// it is nosplit, so the stack cannot grow while it runs, and no safe point
+// inside it may shrink the stack (only an asynchronous preemption can stop
+// it, and the runtime never shrinks a stack stopped asynchronously). The
+// race detector and checkptr would insert calls into the loop, so both are
+// off here.
+//
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func snapshot(words []uintptr, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
+	for i := range words {
+		words[i] = *(*uintptr)(unsafe.Add(base, uintptr(i)*wordSize))
+	}
+	return uintptr(base), g.StackLo, g.StackHi
 }
 
 func setBit(b []uint64, i int)      { b[i/64] |= 1 << (i % 64) }

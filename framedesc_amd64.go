@@ -1,0 +1,125 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"sync/atomic"
+
+	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/pinning"
+)
+
+// A frameDesc is everything freeze needs to know about a frame that
+// continues at one PC: its size, how it pins, and where its live pointers
+// are. Decoding this from the runtime's tables (findfunc, pcsp, the stack
+// map index, pointer maps and stack objects) is most of the cost of a cold
+// freeze, and the answer depends only on the PC, so descriptors are cached
+// per PC and immutable once published.
+type frameDesc struct {
+	pc    uintptr // return address the frame continues at
+	entry uintptr // entry PC of its function
+	fn    rt.Func
+
+	// size is FP - SP: the frame's locals, outgoing arguments, saved BP
+	// and the return address its caller pushed.
+	size uint32
+	// bad is true if the frame cannot be described or unwound through
+	// (no function, no SP delta); pinned/reason say whether it pins.
+	bad    bool
+	pinned bool
+	reason pinning.Reason
+	// mapErr is set if its stack maps cannot be read; such a frame pins
+	// with UnknownFrame.
+	mapErr bool
+	goexit bool  // runtime.goexit: the bottom of a goroutine
+	args   int32 // bytes of arguments (in the caller's frame)
+
+	// hasBP: the frame saves its caller's BP just below the return address.
+	hasBP bool
+	// locals covers the words ending at localsEnd bytes above SP; args the
+	// words starting at size bytes above SP (the caller's outgoing area).
+	locals    rt.Bitvector
+	localsEnd uint32
+	argMap    rt.Bitvector
+	// objs are the frame's stack objects, offsets relative to SP.
+	objs []descObject
+}
+
+type descObject struct {
+	off  int64 // from SP; may lie in the caller's frame (argument objects)
+	size uint32
+	mask rt.Bitvector
+}
+
+// descCacheBits sizes the descriptor cache: 4,096 direct-mapped entries.
+const descCacheBits = 12
+
+// descCache maps a PC to its descriptor. It is direct-mapped and lock free:
+// a lookup is one atomic load and a compare; a collision overwrites the
+// older entry, which is recomputed when next needed. Entries are immutable,
+// so a racing reader sees either a whole old descriptor or a whole new one.
+// It holds only facts about the binary's code, which never change while
+// the process runs, so there is nothing a user would need to reset.
+var descCache [1 << descCacheBits]atomic.Pointer[frameDesc]
+
+func descSlot(pc uintptr) *atomic.Pointer[frameDesc] {
+	return &descCache[(uint64(pc)*0x9E3779B97F4A7C15)>>(64-descCacheBits)]
+}
+
+// descFor returns the descriptor of a frame continuing at pc.
+func descFor(pc uintptr) *frameDesc {
+	if d := descSlot(pc).Load(); d != nil && d.pc == pc {
+		return d
+	}
+	return descMiss(pc)
+}
+
+//go:noinline
+func descMiss(pc uintptr) *frameDesc {
+	d := decodeDesc(pc)
+	descSlot(pc).Store(d)
+	return d
+}
+
+// decodeDesc reads a frame's description from the runtime's tables.
+func decodeDesc(pc uintptr) *frameDesc {
+	d := &frameDesc{pc: pc}
+	f := rt.FindFunc(pc)
+	if !f.Valid() {
+		d.bad = true
+		return d
+	}
+	d.fn, d.entry = f, f.Entry()
+	delta := f.SPDelta(pc)
+	if delta < 0 {
+		d.bad = true
+		return d
+	}
+	d.size = uint32(delta) + 8 // plus the return address
+	d.goexit = f.FuncID() == rt.FuncIDGoexit
+	d.args = f.Args()
+	d.reason, d.pinned = pinning.FrameReason(pc)
+
+	// The frame geometry of rt.Frame, relative to SP.
+	localsEnd := d.size - 8 // below the return address
+	if localsEnd > 0 {
+		localsEnd -= 8 // the saved BP
+		d.hasBP = true
+	}
+	d.localsEnd = localsEnd
+	m, err := f.StackMapAt(pc, uintptr(localsEnd))
+	if err != nil {
+		d.mapErr = true
+		return d
+	}
+	d.locals, d.argMap = m.Locals, m.Args
+	for k := range m.Objects {
+		o := &m.Objects[k]
+		off := int64(d.size) + int64(o.Off) // relative to argp = FP
+		if o.Off < 0 {
+			off = int64(localsEnd) + int64(o.Off)
+		}
+		d.objs = append(d.objs, descObject{off: off, size: uint32(o.Size), mask: o.PtrMask(f)})
+	}
+	return d
+}
