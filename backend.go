@@ -1,8 +1,13 @@
 package weft
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
 )
 
 // BackendName identifies a backend.
@@ -18,24 +23,64 @@ const (
 
 // EnvBackend is the environment variable that selects a backend at start-up:
 // "portable" forces the portable backend; "stackcopy" asks for the
-// stack-copying one, which is used only where its self-check passes.
+// stack-copying one, which is used only where its self-check passes. Unset,
+// the stack-copying backend is used where its self-check passes.
 const EnvBackend = "WEFT_BACKEND"
 
 var backendName, backendReason = selectBackend(os.Getenv(EnvBackend))
+
+// useStackCopy is the engine's switch between the two backends, fixed at
+// start-up.
+var useStackCopy = backendName == StackCopying
 
 // selectBackend decides the backend for this process from the value of
 // WEFT_BACKEND, and says why.
 func selectBackend(env string) (BackendName, string) {
 	switch env {
 	case "":
-		return Portable, "the stack-copying backend is not part of this build yet"
+		if err := stackCopyReady(); err != nil {
+			return Portable, err.Error()
+		}
+		return StackCopying, "the default on linux/amd64; the runtime self-check and probe passed"
 	case string(Portable):
 		return Portable, EnvBackend + "=portable"
 	case string(StackCopying):
-		return Portable, EnvBackend + "=stackcopy was asked for, but the stack-copying backend is not part of this build yet"
+		if err := stackCopyReady(); err != nil {
+			return Portable, EnvBackend + "=stackcopy was asked for, but " + err.Error()
+		}
+		return StackCopying, EnvBackend + "=stackcopy; the runtime self-check and probe passed"
 	default:
 		return Portable, fmt.Sprintf("%s=%q is not a backend (want %q or %q)", EnvBackend, env, Portable, StackCopying)
 	}
+}
+
+// stackCopyReady reports why the stack-copying backend cannot run in this
+// process, or nil if it can. The check runs once.
+var stackCopyReady = sync.OnceValue(func() error {
+	switch {
+	case instrumented != "":
+		return fmt.Errorf("this is a %s build: its instrumentation cannot follow frames that move between goroutines", instrumented)
+	case !stackCopyBuilt || runtime.GOOS != "linux":
+		return fmt.Errorf("the stack-copying backend is built for linux/amd64 only, not %s/%s", runtime.GOOS, runtime.GOARCH)
+	case checkptrBuild():
+		return errors.New("this build is instrumented with -d=checkptr, which the stack-copying backend does not support")
+	}
+	return stackCopyCheck()
+})
+
+// checkptrBuild reports whether the binary's recorded build flags turn on
+// checkptr instrumentation without -race.
+func checkptrBuild() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-gcflags" && strings.Contains(s.Value, "checkptr") {
+			return true
+		}
+	}
+	return false
 }
 
 // ActiveBackend returns the backend in use for this process.

@@ -12,8 +12,8 @@ import (
 // This file is the yield path: find the continuation a Yield names, decide
 // whether it may be suspended, and suspend it together with every
 // continuation nested inside it. On the portable backend "freezing" a
-// continuation means parking its body goroutine; the stack-copying backend
-// will copy the frames into the continuation's stack chunk here instead.
+// continuation means parking its body goroutine; on the stack-copying
+// backend it means copying its frames into its stack chunk (scSuspend).
 
 // Yield suspends the innermost continuation of scope s mounted on the
 // calling goroutine, and every continuation nested inside it, and returns
@@ -54,6 +54,16 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 			break
 		}
 	}
+	if useStackCopy {
+		cancelled, pe := cur.scSuspend(t)
+		if pe != nil {
+			return t, t.pinnedFrom(pe)
+		}
+		if cancelled {
+			runtime.Goexit()
+		}
+		return t, nil
+	}
 	if cur.suspend(t) {
 		runtime.Goexit()
 	}
@@ -81,7 +91,7 @@ func notInScope(s *scope.Scope) error {
 	return fmt.Errorf("continuation.Yield(%v): %w (Yield must be called from the body of a running continuation of that scope, on the goroutine that runs it)", s, ErrNotInScope)
 }
 
-// suspend parks c's body goroutine as part of a yield to t (c itself or a
+// suspend (portable backend) parks c's body goroutine as part of a yield to t (c itself or a
 // continuation enclosing it) and returns when c is resumed. It reports
 // whether c was abandoned instead, in which case the caller must unwind.
 func (c *Cont) suspend(t *Cont) (cancelled bool) {

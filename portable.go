@@ -70,6 +70,10 @@ func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
 		go func() {
 			defer c.finish()
+			if useStackCopy {
+				c.scCancel()
+				return
+			}
 			c.cancel()
 		}()
 	}
@@ -94,6 +98,9 @@ func (c *Cont) StackTrace() []runtime.Frame {
 		return nil
 	}
 	defer c.state.Store(int32(stSuspended))
+	if useStackCopy {
+		return c.scTrace()
+	}
 	c.switchIn(reqTrace)
 	frames := c.trace
 	c.trace = nil

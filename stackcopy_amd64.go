@@ -4,14 +4,15 @@ package weft
 
 import (
 	"unsafe"
+
+	"github.com/weftrt/weft/internal/rt"
 )
 
-// This file is the destructive half of the stack-copying backend, built and
-// tested as a mechanism before the engine uses it: scEnter is the entry
-// trampoline a continuation's frames return into, scJumpBack discards a
-// captured region and returns to it, and scEnter's thaw path copies a
-// chunk back below its own frame and jumps into it. scCont drives them for
-// the tests; the engine will drive them from Run and Yield.
+// This file is the destructive half of the stack-copying backend: scEnter
+// is the entry trampoline a continuation's frames return into, scJumpBack
+// discards a captured region and returns to it, and scEnter's thaw path
+// copies a chunk back below its own frame and jumps into it. scCont drives
+// them; engine_stackcopy.go drives scCont from Run and Yield.
 
 // thawPlan is what scEnter's thaw path reads: the chunk's arrays and where
 // the innermost frame continues. It lives in the heap, in scCont.
@@ -55,7 +56,9 @@ func scJump()
 // scEnterPC returns the entry PC of scEnter, the boundary of every region.
 func scEnterPC() uintptr
 
-// scCont is a continuation reduced to the stack-copying mechanism.
+// scCont is the stack-copying state of a continuation: its chunk, the
+// plan its next thaw reads, and the flags that tell a thawed yield how to
+// return. Cont embeds one; the mechanism tests drive it alone.
 type scCont struct {
 	chunk   stackChunk
 	plan    thawPlan
@@ -65,6 +68,12 @@ type scCont struct {
 	resumed bool // set before a thaw; scYield returns when it sees it
 	done    bool
 	err     error // why the last yield could not suspend
+
+	// What the yield returns when it is thawed next: the freeze of an
+	// enclosing continuation failed (pinErr), or the continuation was
+	// abandoned and must unwind (cancel).
+	pinErr *errPinned
+	cancel bool
 }
 
 // run runs or resumes c until it yields or its body returns.
@@ -83,7 +92,7 @@ func (c *scCont) run() {
 		c.preparePlan()
 		need := c.plan.n*wordSize + 8<<10
 		for {
-			growStackFor(need)
+			ensureStack(need)
 			c.resumed = true
 			c.plan.short = 0
 			scEnter(c, nil, true, &c.plan)
@@ -144,8 +153,22 @@ func scYield(c *scCont) bool {
 	panic("unreachable: scJumpBack returned")
 }
 
-// growStackFor makes sure the goroutine has n bytes of stack below the
-// caller's frame, growing it the ordinary way, by calling down.
+// ensureStack makes sure the goroutine has n bytes of stack below the
+// caller's frame: a comparison when it has, an ordinary growth (calling
+// down) when it has not.
+//
+//go:nosplit
+func ensureStack(n uintptr) {
+	var here byte
+	g := rt.CurG()
+	if sp := uintptr(unsafe.Pointer(&here)); sp > g.StackLo && sp-g.StackLo > n+thawHeadroom {
+		return
+	}
+	growStackFor(n)
+}
+
+// growStackFor grows the goroutine's stack to at least n bytes below the
+// caller's frame, the ordinary way, by calling down.
 //
 //go:noinline
 func growStackFor(n uintptr) byte {

@@ -9,9 +9,9 @@ import (
 
 // This file is the resume path: mount a continuation on the calling
 // goroutine and run it until it finishes or is suspended again. On the
-// portable backend "thawing" means switching into the body goroutine; the
-// stack-copying backend will copy frames from the stack chunk back onto the
-// calling goroutine here instead.
+// portable backend "thawing" means switching into the body goroutine; on
+// the stack-copying backend it means copying the frames in the stack chunk
+// back onto the calling goroutine (scResume).
 
 // Run mounts c on the calling goroutine and runs it until its body returns
 // or it is suspended by a yield to its own scope. owner is the API-level
@@ -82,6 +82,9 @@ func (c *Cont) mounted(owner any) {
 // suspended by a yield to its own scope (false). A yield to an enclosing
 // scope is passed on to the parent, and c is resumed when the parent is.
 func (c *Cont) resume() (finished bool) {
+	if useStackCopy {
+		return c.scResume()
+	}
 	if c.next == nil {
 		c.start()
 	}
@@ -111,5 +114,6 @@ func (c *Cont) finish() {
 	c.body = nil
 	c.next, c.yield = nil, nil
 	c.target, c.child, c.parentC = nil, nil, nil
+	c.sc = scCont{}
 	c.state.Store(int32(stDone))
 }

@@ -106,7 +106,12 @@ type Cont struct {
 	req   request
 	trace []runtime.Frame
 
-	runs, yields, pinned atomic.Uint64
+	// Stack-copying backend: the frozen frames and how to thaw them.
+	sc scCont
+
+	runs, yields, pinned      atomic.Uint64
+	framesFrozen, bytesFrozen atomic.Uint64
+	framesThawed, bytesThawed atomic.Uint64
 }
 
 // NewCont returns a continuation record that runs body delimited by s.
@@ -143,6 +148,11 @@ func (c *Cont) Stats() Stats {
 		Runs:   c.runs.Load(),
 		Yields: c.yields.Load(),
 		Pinned: c.pinned.Load(),
+
+		FramesFrozen: c.framesFrozen.Load(),
+		BytesFrozen:  c.bytesFrozen.Load(),
+		FramesThawed: c.framesThawed.Load(),
+		BytesThawed:  c.bytesThawed.Load(),
 	}
 }
 

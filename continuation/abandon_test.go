@@ -49,9 +49,6 @@ func abandonInnerBody(t *testing.T, log *abandonLog, outer, inner *scope.Scope) 
 // unwind completely (inner first), no deferred call may resume past its
 // yield, and no goroutine may remain.
 func TestAbandonedDeferredCallsThatYield(t *testing.T) {
-	if !leakPortable() {
-		t.Skip("deferred calls of abandoned continuations run only on the portable backend; " + continuation.Backend())
-	}
 	base := leakStart("continuation_test.abandon")
 	log := &abandonLog{}
 	func() {

@@ -26,10 +26,6 @@ import (
 
 const leakPatience = 10 * time.Second
 
-// leakPortable reports whether the portable backend is in use: only there
-// does an abandoned continuation run its deferred calls (the stack-copying
-// backend discards the frozen frames, as Loom does).
-func leakPortable() bool { return strings.HasPrefix(continuation.Backend(), "portable") }
 
 // leakBase is what a leak test compares with at its end: the goroutine
 // count, and how many goroutines ran its marker function, at its start.
@@ -168,10 +164,7 @@ func TestLeakSuspendedDropped(t *testing.T) {
 			t.Fatalf("while suspended: %s", p)
 		}
 	}()
-	want := int32(0)
-	if leakPortable() {
-		want = 1 // unwound as by runtime.Goexit
-	}
+	want := int32(1) // unwound as by runtime.Goexit
 	base.wait(t, "suspended continuations dropped", func() string {
 		if h := handles.Load(); h != n {
 			return fmt.Sprintf("%d of %d handles collected", h, n)
@@ -220,13 +213,9 @@ func TestLeakPullDropped(t *testing.T) {
 			}
 		}
 	}()
-	portable := leakPortable()
 	base.wait(t, "Pulls dropped without stop", func() string {
 		for i := range n {
-			wantStarted, wantDeferred := int32(1), int32(0)
-			if portable {
-				wantDeferred = 1
-			}
+			wantStarted, wantDeferred := int32(1), int32(1)
 			if i%4 == 0 {
 				wantStarted, wantDeferred = 0, 0
 			}
@@ -309,10 +298,7 @@ func TestLeakCoroutineDropped(t *testing.T) {
 			}
 		}
 	}()
-	want := int32(0)
-	if leakPortable() {
-		want = 1
-	}
+	want := int32(1)
 	base.wait(t, "suspended coroutines dropped", func() string {
 		return leakCounters(deferred, want)
 	})
@@ -372,7 +358,6 @@ func TestLeakNestedDropped(t *testing.T) {
 	for i := range n {
 		wantHandles += int32(levels(i))
 	}
-	portable := leakPortable()
 	base.wait(t, "nested suspended continuations dropped", func() string {
 		if h := handles.Load(); h != wantHandles {
 			return fmt.Sprintf("%d of %d handles collected", h, wantHandles)
@@ -381,10 +366,8 @@ func TestLeakNestedDropped(t *testing.T) {
 		defer mu.Unlock()
 		for i, o := range order {
 			var want []string
-			if portable {
-				for l := levels(i) - 1; l >= 0; l-- {
-					want = append(want, "level "+strconv.Itoa(l))
-				}
+			for l := levels(i) - 1; l >= 0; l-- {
+				want = append(want, "level "+strconv.Itoa(l))
 			}
 			if !slices.Equal(o, want) {
 				return fmt.Sprintf("nest %d: deferred calls ran as %q, want %q", i, o, want)
@@ -424,11 +407,8 @@ func TestLeakNestedPullDropped(t *testing.T) {
 			}
 		}
 	}()
-	want := int32(0)
-	if leakPortable() {
-		// The outer seq unwinds, and its deferred stop ends the inner one.
-		want = 1
-	}
+	// The outer seq unwinds, and its deferred stop ends the inner one.
+	want := int32(1)
 	base.wait(t, "a Pull nested in a dropped Pull", func() string {
 		if p := leakCounters(outerDeferred, want); p != "" {
 			return "outer: " + p
@@ -467,10 +447,7 @@ func TestLeakNestedHeldDropped(t *testing.T) {
 			outer.Run()
 		}
 	}()
-	want := int32(0)
-	if leakPortable() {
-		want = 1
-	}
+	want := int32(1)
 	base.wait(t, "an outer continuation holding a suspended inner one dropped", func() string {
 		if h := handles.Load(); h != 2*n {
 			return fmt.Sprintf("%d of %d handles collected", h, 2*n)
@@ -850,10 +827,7 @@ func TestGCCollectsDroppedLocals(t *testing.T) {
 	if !gcPollUntil(leakPatience, func() bool { return handle.Load() && collected.Load() }) {
 		t.Fatalf("after dropping the suspended continuation: handle collected %v, object collected %v; want both", handle.Load(), collected.Load())
 	}
-	want := int32(0)
-	if leakPortable() {
-		want = 1
-	}
+	want := int32(1)
 	if !gcPollUntil(leakPatience, func() bool { return deferred.Load() == want }) {
 		t.Fatalf("deferred call ran %d times, want %d", deferred.Load(), want)
 	}

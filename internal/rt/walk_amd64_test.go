@@ -118,3 +118,59 @@ func growStack(n int) byte {
 	}
 	return growStack(n-len(buf)) + buf[n%len(buf)]
 }
+
+// inlA and inlB are small enough to be inlined into their callers, so the
+// physical frame of logicalHere's caller holds three logical frames.
+func inlA() ([]uintptr, []uintptr) { return inlB() }
+func inlB() ([]uintptr, []uintptr) { return logicalHere() }
+
+//go:noinline
+func logicalHere() (expanded, callers []uintptr) {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(1, pcs) // logicalHere and its callers
+	pc, sp := arch.CallerPCSP()
+	for i := 0; i < 64; i++ {
+		f := FindFunc(pc)
+		if !f.Valid() {
+			break
+		}
+		expanded = f.LogicalPCs(pc, expanded)
+		if f.FuncID() == FuncIDGoexit {
+			break
+		}
+		fp := unsafe.Add(sp, uintptr(f.SPDelta(pc))+arch.FrameLinkSize)
+		pc, sp = *(*uintptr)(unsafe.Add(fp, -arch.FrameLinkSize)), fp
+	}
+	return expanded, pcs[:n]
+}
+
+// Expanding each physical frame with LogicalPCs gives what runtime.Callers
+// gives: one PC per logical frame, inlined ones included.
+func TestLogicalPCsMatchCallers(t *testing.T) {
+	if !Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		expanded, callers := inlA()
+		names := func(pcs []uintptr) (out []string) {
+			fs := runtime.CallersFrames(pcs)
+			for {
+				f, more := fs.Next()
+				out = append(out, f.Function)
+				if !more {
+					return out
+				}
+			}
+		}
+		got, want := names(expanded), names(callers)
+		if !slices.Equal(got, want) {
+			t.Errorf("expanded frames\n%q\nruntime.Callers\n%q", got, want)
+		}
+		if !slices.Contains(want, "github.com/weftrt/weft/internal/rt.inlA") {
+			t.Errorf("inlA is not among the frames, the test proves nothing: %q", want)
+		}
+	}()
+	<-done
+}

@@ -1,0 +1,30 @@
+//go:build !amd64 || race || msan || asan
+
+package weft
+
+import (
+	"runtime"
+
+	"github.com/weftrt/weft/pinning"
+)
+
+// This build has no stack-copying backend: selectBackend never picks it,
+// so none of these is ever called.
+
+const stackCopyBuilt = false
+
+type scCont struct{}
+
+type errPinned struct {
+	reason pinning.Reason
+	pc     uintptr
+}
+
+func (c *Cont) scResume() bool                          { panic(noStackCopy) }
+func (c *Cont) scSuspend(*Cont) (bool, *errPinned)      { panic(noStackCopy) }
+func (c *Cont) scTrace() []runtime.Frame                { panic(noStackCopy) }
+func (c *Cont) scCancel()                               { panic(noStackCopy) }
+func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
+func stackCopyCheck() error                             { return errNoStackCopy }
+
+const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"

@@ -1,0 +1,161 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"runtime"
+
+	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/pinning"
+)
+
+// This file drives the stack-copying mechanism from the engine: Run enters
+// or thaws a continuation on the calling goroutine, Yield freezes it into
+// its chunk and jumps back, and a yield to an enclosing scope freezes each
+// continuation on the way out into its own chunk, innermost first.
+//
+// The calling goroutine's stack, while continuation B runs nested in A:
+//
+//	caller of A.Run ... A.Run, scResume, scOnce, scCont.run, scEnter   (A's boundary)
+//	A's body ... B.Run, scResume, scOnce, scCont.run, scEnter          (B's boundary)
+//	B's body ... Yield, scSuspend, scYield, capture
+//
+// A yield to A's scope captures B's region (B's body up to B's scEnter)
+// into B's chunk and jumps back to B's scEnter. B's scResume sees that the
+// yield named A, and suspends A from where it stands: A's region (A's body
+// up to A's scEnter) now ends in B's scResume, and goes into A's chunk.
+// Resuming A thaws A's chunk; B's scResume then continues its loop and
+// thaws B's chunk on top, and B's Yield returns.
+
+// stackCopyBuilt reports whether this build has the stack-copying backend.
+const stackCopyBuilt = true
+
+// scResume runs c on the calling goroutine until its body finishes (true)
+// or it is suspended by a yield to its own scope (false).
+func (c *Cont) scResume() (finished bool) {
+	s := &c.sc
+	if s.body == nil && !s.started {
+		s.body = c.body
+	}
+	for {
+		c.scOnce()
+		if !s.yielded {
+			return true
+		}
+		t := c.target
+		if t == c {
+			c.countYields()
+			return false
+		}
+		// The yield named an enclosing scope: c's frames are in its chunk,
+		// and this goroutine is back in the parent's body, which must be
+		// suspended too, from here, with c inside it.
+		p := c.parentC
+		p.child = c
+		cancelled, pe := p.scSuspend(t)
+		p.child = nil
+		switch {
+		case pe != nil:
+			// The enclosing region cannot be frozen: thaw c again, and
+			// its Yield returns the reason.
+			s.pinErr = pe
+		case cancelled:
+			// The parent was abandoned while suspended: c unwinds too.
+			c.state.Store(int32(stCancelling))
+			s.cancel = true
+		}
+	}
+}
+
+// scOnce mounts c on the calling goroutine for one enter or thaw, and
+// unmounts it when c yields or its body returns, panics or exits.
+func (c *Cont) scOnce() {
+	prev := gls.Current()
+	c.parentC = nil
+	if prev != nil {
+		c.parentC = prev.Owner.(*Cont)
+	}
+	c.parentResolved = true
+	g := gls.Bind(&c.local)
+	defer func() {
+		if prev != nil {
+			gls.Bind(prev)
+		} else {
+			gls.Unbind(g)
+		}
+	}()
+	s := &c.sc
+	if s.started {
+		k := &s.chunk
+		c.framesThawed.Add(uint64(len(k.frames)))
+		c.bytesThawed.Add(uint64(len(k.words)) * uint64(wordSize))
+	}
+	s.run()
+}
+
+// countYields counts, once the whole freeze has succeeded, a yield of c
+// and of every continuation suspended inside it.
+func (c *Cont) countYields() {
+	for x := c; x != nil; x = x.child {
+		x.yields.Add(1)
+		k := &x.sc.chunk
+		x.framesFrozen.Add(uint64(len(k.frames)))
+		x.bytesFrozen.Add(uint64(len(k.words)) * uint64(wordSize))
+	}
+}
+
+// scSuspend freezes c, from its caller's frame up to c's entry trampoline,
+// as part of a yield to t, and returns when c is thawed: cancelled if c was
+// abandoned meanwhile and must unwind. If c cannot be frozen, it returns at
+// once with the reason, and nothing is suspended.
+//
+//go:noinline
+func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
+	c.target = t
+	s := &c.sc
+	if !scYield(s) {
+		err := s.err
+		s.err = nil
+		if e, ok := err.(*errPinned); ok {
+			return false, e
+		}
+		// capture refused for a reason that is not about one frame (the
+		// engine's own frames are not what it expects): nothing was
+		// suspended, so the yield is pinned rather than lost.
+		return false, &errPinned{pinning.UnknownFrame, 0}
+	}
+	if pe := s.pinErr; pe != nil {
+		s.pinErr = nil
+		return false, pe
+	}
+	return s.cancel, nil
+}
+
+// scTrace returns the frozen frames of c and of the continuations
+// suspended inside it, innermost first, as StackTrace reports them.
+func (c *Cont) scTrace() []runtime.Frame {
+	var frames []runtime.Frame
+	if ch := c.child; ch != nil {
+		frames = ch.scTrace()
+	}
+	k := &c.sc.chunk
+	pcs := make([]uintptr, 0, len(k.frames))
+	for _, f := range k.frames {
+		pcs = f.d.fn.LogicalPCs(f.pc, pcs) // one PC per logical frame
+	}
+	return append(frames, userFrames(pcs)...)
+}
+
+// scCancel thaws an abandoned continuation on the calling goroutine and
+// unwinds it: its Yield calls runtime.Goexit, which runs the deferred calls
+// of its frames and then ends the calling goroutine.
+func (c *Cont) scCancel() {
+	c.state.Store(int32(stCancelling))
+	c.sc.cancel = true
+	c.scResume()
+}
+
+// pinnedFrom converts a failed capture into the error Yield returns.
+func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error {
+	return t.pinnedYield(pe.reason, pe.pc)
+}

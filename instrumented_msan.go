@@ -1,0 +1,6 @@
+//go:build msan && !race
+
+package weft
+
+// instrumented names the instrumentation this build carries, if any.
+const instrumented = "-msan"

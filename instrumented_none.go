@@ -1,0 +1,6 @@
+//go:build !race && !msan && !asan
+
+package weft
+
+// instrumented names the instrumentation this build carries, if any.
+const instrumented = ""

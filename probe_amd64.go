@@ -1,0 +1,89 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"fmt"
+
+	"github.com/weftrt/weft/internal/rt"
+)
+
+// stackCopyCheck verifies, once per process, that the stack-copying
+// backend can run here: the runtime layout mirrors describe this runtime
+// (rt.Verify), and a probe continuation survives freezing and thawing on
+// other goroutines with its locals, its heap pointers and a pointer to its
+// own stack intact.
+func stackCopyCheck() error {
+	if err := rt.Verify(); err != nil {
+		return err
+	}
+	if err := probeRoundTrip(); err != nil {
+		return fmt.Errorf("the stack-copying probe failed: %w", err)
+	}
+	return nil
+}
+
+type probeNode struct{ v int }
+
+// probeFrames recurses depth frames, each with a local, a pointer to that
+// local and a heap object, yields at the bottom, and checks them all.
+//
+//go:noinline
+func probeFrames(c *scCont, depth, yields int) (int, error) {
+	local := depth*31 + 7
+	p := &local
+	h := &probeNode{v: depth}
+	sum := 0
+	if depth == 0 {
+		for i := 0; i < yields; i++ {
+			if !scYield(c) {
+				return 0, c.err
+			}
+			*p += i
+		}
+		sum = local
+	} else {
+		s, err := probeFrames(c, depth-1, yields)
+		if err != nil {
+			return 0, err
+		}
+		sum = s + *p
+	}
+	if h.v != depth || *p != local {
+		return 0, fmt.Errorf("frame %d came back with %d and %d", depth, h.v, *p)
+	}
+	return sum, nil
+}
+
+func probeRoundTrip() error {
+	const depth, yields = 3, 3
+	var (
+		c   scCont
+		sum int
+		err error
+	)
+	c.body = func() { sum, err = probeFrames(&c, depth, yields) }
+	c.run() // runs to the first yield on this goroutine
+	for i := 0; !c.done; i++ {
+		if i > yields || c.err != nil {
+			return fmt.Errorf("the probe did not suspend and resume as expected (%v)", c.err)
+		}
+		done := make(chan struct{})
+		go func() { // thaw on another goroutine
+			defer close(done)
+			c.run()
+		}()
+		<-done
+	}
+	if err != nil {
+		return err
+	}
+	want := 0 + 1 + 2 + 7 // the bottom frame's local after the yields
+	for d := 1; d <= depth; d++ {
+		want += d*31 + 7
+	}
+	if sum != want {
+		return fmt.Errorf("the probe computed %d after thawing, want %d", sum, want)
+	}
+	return nil
+}
