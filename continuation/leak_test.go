@@ -26,7 +26,6 @@ import (
 
 const leakPatience = 10 * time.Second
 
-
 // leakBase is what a leak test compares with at its end: the goroutine
 // count, and how many goroutines ran its marker function, at its start.
 type leakBase struct {
