@@ -16,8 +16,8 @@ import (
 // capture copies the frames between a yield point and a boundary frame into
 // a stackChunk, the way invariants 1 to 4 of the design brief require, and
 // reports a pinning reason instead when the region cannot be moved. It
-// leaves the frames in place; discarding them (the jump back to the entry
-// trampoline) and thawing them elsewhere are the next steps, not built yet.
+// leaves the frames in place; scYield then discards them by jumping back to
+// the entry trampoline (stackcopy_amd64.go).
 
 const wordSize = unsafe.Sizeof(uintptr(0))
 
@@ -51,12 +51,11 @@ type stackChunk struct {
 	// that would dangle once the frames are thawed elsewhere.
 	cleared []uint32
 	// Scratch space of capture, kept to make a warm yield allocation
-	// free: the live and visited bitmaps, the region's stack objects, the
-	// saved-BP words and the work list.
-	live, done []uint64
-	objs       []chunkObject
-	bps        []int32
-	work       []int32
+	// free: the region's stack objects, the saved-BP words and the work
+	// list.
+	objs []chunkObject
+	bps  []int32
+	work []int32
 	// topOff is the region's top (the boundary frame's SP) as an offset
 	// below the goroutine's stack top: where the jump back lands, however
 	// the stack has moved since.
@@ -108,15 +107,22 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 	sp = unsafe.Add(sp, d.size)
 	base := sp
-	c.frames = c.frames[:0]
 	c.ptrs, c.ptrAt, c.refs, c.cleared = c.ptrs[:0], c.ptrAt[:0], c.refs[:0], c.cleared[:0]
 	c.outerBP = -1
 
 	// Walk the region, classifying every frame. sp and base are
 	// unsafe.Pointers, relocated if a call here moves the stack; their
 	// difference is taken with no call in between.
+	prev := c.frames[:cap(c.frames)] // the last capture's frames, for their descriptors
+	c.frames = c.frames[:0]
+	objects := false
 	for {
-		d := descFor(pc)
+		var d *frameDesc
+		if i := len(c.frames); i < len(prev) && prev[i].pc == pc && prev[i].d != nil {
+			d = prev[i].d // same call site as last time at this depth
+		} else {
+			d = descFor(pc)
+		}
 		if d.bad {
 			if len(c.frames) == 0 {
 				return errors.New("weft: capture: the caller's frame cannot be described")
@@ -135,6 +141,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		if d.mapErr {
 			return &errPinned{pinning.UnknownFrame, pc}
 		}
+		objects = objects || len(d.objs) > 0
 		off := uint32(uintptr(sp) - uintptr(base))
 		c.frames = append(c.frames, chunkFrame{pc: pc, sp: off, fp: off + d.size, d: d})
 		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
@@ -159,44 +166,29 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		}
 	}
 
-	// Which words hold live pointers, by the stack maps at each call site;
-	// and the region's stack objects.
-	live := resetBits(&c.live, n)
+	// The region's stack objects and saved frame pointers.
 	c.objs, c.bps = c.objs[:0], c.bps[:0]
+	last := len(c.frames) - 1
 	for i := range c.frames {
 		f := &c.frames[i]
 		d := f.d
-		lw := (int(f.sp)+int(d.localsEnd))/int(wordSize) - int(d.locals.N)
-		for j := int32(0); j < d.locals.N; j++ {
-			if d.locals.Ptr(j) {
-				setBit(live, lw+int(j))
-			}
-		}
-		aw := int(f.fp) / int(wordSize)
-		for j := int32(0); j < d.argMap.N; j++ {
-			if d.argMap.Ptr(j) {
-				w := aw + int(j)
-				if w >= n {
-					return fmt.Errorf("weft: capture: arguments of %s reach beyond the region", d.fn.Name())
+		if objects {
+			for k := range d.objs {
+				o := &d.objs[k]
+				at := int64(f.sp) + o.off
+				if at < 0 || at+int64(o.size) > int64(size) {
+					return fmt.Errorf("weft: capture: stack object of %s lies outside the region", d.fn.Name())
 				}
-				setBit(live, w)
+				c.objs = append(c.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
 			}
-		}
-		for k := range d.objs {
-			o := &d.objs[k]
-			at := int64(f.sp) + o.off
-			if at < 0 || at+int64(o.size) > int64(size) {
-				return fmt.Errorf("weft: capture: stack object of %s lies outside the region", d.fn.Name())
-			}
-			c.objs = append(c.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
 		}
 		// The saved frame pointer, below the return address, if the frame
 		// has a body. It is not a Go pointer: it must point into the region
-		// (checked below), except the outermost, which points into the
-		// boundary frame and is patched at thaw.
+		// (checked by copyRegion), except the outermost, which points into
+		// the boundary frame and is patched at thaw.
 		if d.hasBP {
 			bp := int32((f.fp - 2*uint32(wordSize)) / uint32(wordSize))
-			if i == len(c.frames)-1 {
+			if i == last {
 				c.outerBP = bp
 			} else {
 				c.bps = append(c.bps, bp)
@@ -204,72 +196,34 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		}
 	}
 
-	// Copy the region, and take the bounds at the same stack position.
-	if cap(c.words) < n {
-		c.words = make([]uintptr, n)
+	words, lo, gLo, gHi, err := c.copyRegion(base, g, n)
+	if err != nil {
+		return err
 	}
-	c.words = c.words[:n]
-	words := c.words
-	lo, gLo, gHi := snapshot(words, base, g)
-	hi := lo + size
-	c.topOff = gHi - hi
+	r := region{base: base, words: words, lo: lo, hi: lo + size, gLo: gLo, gHi: gHi}
 
-	for _, w := range c.bps {
-		v := words[w]
-		if v < lo || v >= hi {
-			return &errPinned{pinning.UnknownFrame, c.framePC(uint32(uintptr(w) * wordSize))}
-		}
-		c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
-		words[w] = 0
-	}
-
-	// Sort the live words into pointers out of the stack and pointers into
-	// the region; a pointer into the stack outside the region pins it. Then
-	// do the same for every stack object a live pointer reaches.
-	done := resetBits(&c.done, n)
-	work := c.work[:0]
-	for w := 0; w < n; w++ {
-		if getBit(live, w) {
-			work = append(work, int32(w))
-		}
-	}
-	for len(work) > 0 {
-		w := int(work[len(work)-1])
-		work = work[:len(work)-1]
-		if getBit(done, w) {
-			continue
-		}
-		setBit(done, w)
-		v := words[w]
-		switch {
-		case v == 0:
-		case lo <= v && v < hi:
-			c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
-			words[w] = 0
-			for k := range c.objs {
-				o := &c.objs[k]
-				if !o.live && uintptr(o.off) <= v-lo && v-lo < uintptr(o.off+o.size) {
-					o.live = true
-					for j := int32(0); j < o.mask.N; j++ {
-						if o.mask.Ptr(j) {
-							work = append(work, int32(o.off/uint32(wordSize))+j)
-						}
-					}
-				}
+	// Sort the words the maps mark live into pointers out of the stack and
+	// pointers into the region; a pointer into the stack outside the region
+	// pins it. A pointer into the region makes the stack object it points
+	// into live, and that object's pointer words are sorted the same way:
+	// the GC's own rule. Each word sorted is zeroed in the image unless it
+	// stays a scalar, so sorting a word twice does nothing the second time.
+	c.work = c.work[:0]
+	for i := range c.frames {
+		f := &c.frames[i]
+		for _, off := range f.d.ptrOffs {
+			if c.sort(&r, int32((f.sp+off)/uint32(wordSize))) {
+				return &errPinned{pinning.StackPointer, f.pc}
 			}
-		case gLo <= v && v < gHi:
-			c.work = work
-			return &errPinned{pinning.StackPointer, c.framePC(uint32(uintptr(w) * wordSize))}
-		default:
-			// Re-read the word as a pointer from the live stack: base has
-			// followed any move, and a pointer out of the stack is unchanged
-			// by one.
-			c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize)))
-			c.ptrAt = append(c.ptrAt, uint32(w))
-			words[w] = 0
 		}
 	}
-	c.work = work
+	for len(c.work) > 0 {
+		w := c.work[len(c.work)-1]
+		c.work = c.work[:len(c.work)-1]
+		if c.sort(&r, w) {
+			return &errPinned{pinning.StackPointer, c.framePC(uint32(w) * uint32(wordSize))}
+		}
+	}
 
 	// Objects no live pointer reaches publish nothing to the GC. Their
 	// contents cannot matter as pointers (the GC would not keep their
@@ -284,16 +238,16 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			continue
 		}
 		for j := int32(0); j < o.mask.N; j++ {
-			w := int(o.off/uint32(wordSize)) + int(j)
-			if !o.mask.Ptr(j) || getBit(done, w) {
+			if !o.mask.Ptr(j) {
 				continue
 			}
-			setBit(done, w)
+			w := int(o.off/uint32(wordSize)) + int(j)
 			switch v := words[w]; {
-			case lo <= v && v < hi:
-				c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
+			case v == 0:
+			case r.lo <= v && v < r.hi:
+				c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
 				words[w] = 0
-			case gLo <= v && v < gHi:
+			case r.gLo <= v && v < r.gHi:
 				c.cleared = append(c.cleared, uint32(w))
 				words[w] = 0
 			}
@@ -302,16 +256,74 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	return nil
 }
 
-// resetBits returns *b resized to n bits, all clear, reusing its array.
-func resetBits(b *[]uint64, n int) []uint64 {
-	k := (n + 63) / 64
-	if cap(*b) < k {
-		*b = make([]uint64, k)
+// region is what sort needs to know about a region being captured: its
+// image, and its bounds and the goroutine stack's, all taken at the moment
+// of the copy.
+type region struct {
+	base     unsafe.Pointer // the live region; follows stack moves
+	words    []uintptr
+	lo, hi   uintptr
+	gLo, gHi uintptr
+}
+
+// sort classifies the live word w of the image: a pointer out of the stack
+// is published in c.ptrs, a pointer into the region becomes a reference
+// (and the stack object it points into becomes live, its pointer words
+// queued on c.work), and a pointer into the stack outside the region pins
+// the region, which sort reports by returning true.
+func (c *stackChunk) sort(r *region, w int32) (pinned bool) {
+	v := r.words[w]
+	switch {
+	case v == 0:
+	case r.lo <= v && v < r.hi:
+		c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
+		r.words[w] = 0
+		off := v - r.lo
+		for k := range c.objs {
+			o := &c.objs[k]
+			if !o.live && uintptr(o.off) <= off && off < uintptr(o.off+o.size) {
+				o.live = true
+				for j := int32(0); j < o.mask.N; j++ {
+					if o.mask.Ptr(j) {
+						c.work = append(c.work, int32(o.off/uint32(wordSize))+j)
+					}
+				}
+			}
+		}
+	case r.gLo <= v && v < r.gHi:
+		return true
+	default:
+		// Re-read the word as a pointer from the live stack: base has
+		// followed any move, and a pointer out of the stack is unchanged by
+		// one.
+		c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(r.base, uintptr(w)*wordSize)))
+		c.ptrAt = append(c.ptrAt, uint32(w))
+		r.words[w] = 0
 	}
-	s := (*b)[:k]
-	clear(s)
-	*b = s
-	return s
+	return false
+}
+
+// copyRegion copies the n words at base into c.words, takes the bounds of
+// the region (lo) and of g's stack at the same stack position, and turns
+// the saved frame pointers into offsets.
+func (c *stackChunk) copyRegion(base unsafe.Pointer, g *rt.G, n int) (words []uintptr, lo, gLo, gHi uintptr, err error) {
+	if cap(c.words) < n {
+		c.words = make([]uintptr, n)
+	}
+	c.words = c.words[:n]
+	words = c.words
+	lo, gLo, gHi = snapshot(words, base, g)
+	hi := lo + uintptr(n)*wordSize
+	c.topOff = gHi - hi
+	for _, w := range c.bps {
+		v := words[w]
+		if v < lo || v >= hi {
+			return nil, 0, 0, 0, &errPinned{pinning.UnknownFrame, c.framePC(uint32(uintptr(w) * wordSize))}
+		}
+		c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
+		words[w] = 0
+	}
+	return words, lo, gLo, gHi, nil
 }
 
 // chunkObject is a stack object of the region.
@@ -365,6 +377,3 @@ func snapshot(words []uintptr, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintp
 	}
 	return uintptr(base), g.StackLo, g.StackHi
 }
-
-func setBit(b []uint64, i int)      { b[i/64] |= 1 << (i % 64) }
-func getBit(b []uint64, i int) bool { return b[i/64]>>(i%64)&1 != 0 }

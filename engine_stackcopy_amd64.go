@@ -77,13 +77,7 @@ func (c *Cont) scOnce() {
 	}
 	c.parentResolved = true
 	g := gls.Bind(&c.local)
-	defer func() {
-		if prev != nil {
-			gls.Bind(prev)
-		} else {
-			gls.Unbind(g)
-		}
-	}()
+	defer gls.Restore(g, prev)
 	s := &c.sc
 	if s.started {
 		k := &s.chunk

@@ -43,6 +43,10 @@ type frameDesc struct {
 	argMap    rt.Bitvector
 	// objs are the frame's stack objects, offsets relative to SP.
 	objs []descObject
+	// ptrOffs lists the byte offsets from SP of the words the locals and
+	// argument maps mark live, in that order: what a region without stack
+	// objects publishes, with no bitmaps.
+	ptrOffs []uint32
 }
 
 type descObject struct {
@@ -113,6 +117,16 @@ func decodeDesc(pc uintptr) *frameDesc {
 		return d
 	}
 	d.locals, d.argMap = m.Locals, m.Args
+	for j := int32(0); j < m.Locals.N; j++ {
+		if m.Locals.Ptr(j) {
+			d.ptrOffs = append(d.ptrOffs, localsEnd-uint32(m.Locals.N-j)*8)
+		}
+	}
+	for j := int32(0); j < m.Args.N; j++ {
+		if m.Args.Ptr(j) {
+			d.ptrOffs = append(d.ptrOffs, d.size+uint32(j)*8)
+		}
+	}
 	for k := range m.Objects {
 		o := &m.Objects[k]
 		off := int64(d.size) + int64(o.Off) // relative to argp = FP

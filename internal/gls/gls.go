@@ -2,10 +2,16 @@
 //
 // It is the one piece of per-goroutine state weft keeps. Both the engine
 // (package weft) and package pinning need it, and neither may import the
-// other's internals, so it lives here. Entries are added when a goroutine
-// starts running a continuation body and removed before that goroutine
-// ends, so the table never outlives what it describes and holds nothing a
-// user must reset.
+// other's internals, so it lives here.
+//
+// The portable backend binds a body goroutine when it starts and unbinds it
+// before it ends. The stack-copying backend binds the goroutine that calls
+// Run for as long as the continuation is mounted and then restores what was
+// there before; the goroutine keeps its place in the table, holding no
+// record, so that the next Run on it costs two atomic stores. The runtime
+// reuses the descriptors of goroutines that have ended, so the places kept
+// number at most the goroutines that ever ran continuations at once, and
+// they hold nothing a user must reset.
 package gls
 
 import (
@@ -60,27 +66,162 @@ func PinFrame(pc uintptr) runtime.Frame {
 	return f
 }
 
-var table sync.Map // arch.G() -> *Local
+// The table maps a goroutine (its g pointer, from arch.G) to a cell that
+// holds its current record. It is an open-addressing hash table of
+// immutable layout: lookups are lock free (atomic loads only) and allocate
+// nothing; adding or removing a goroutine takes a mutex and may publish a
+// rebuilt table. A goroutine's cell is never replaced while it is in the
+// table, so setting its record is one atomic store, and a rebuild cannot
+// lose it.
+type cell struct {
+	g uintptr
+	l atomic.Pointer[Local]
+}
 
-// Bind records that the calling goroutine runs the continuation described
-// by l. It returns the key to pass to Unbind.
+type table struct {
+	mask  uintptr
+	slots []atomic.Pointer[cell]
+}
+
+var (
+	tab  atomic.Pointer[table]
+	mu   sync.Mutex // serialises inserts, removals and rebuilds
+	used int        // slots holding a cell or a tombstone
+	live int        // slots holding a cell
+)
+
+// tombstone marks a removed cell, so that probes for other goroutines go on
+// past it.
+var tombstone = &cell{}
+
+func hash(g uintptr) uintptr { return uintptr(uint64(g) * 0x9E3779B97F4A7C15 >> 20) }
+
+// lookup returns g's cell, or nil.
+func lookup(g uintptr) *cell {
+	t := tab.Load()
+	if t == nil {
+		return nil
+	}
+	for i := hash(g) & t.mask; ; i = (i + 1) & t.mask {
+		c := t.slots[i].Load()
+		if c == nil {
+			return nil
+		}
+		if c.g == g && c != tombstone {
+			return c
+		}
+	}
+}
+
+// insert returns g's cell, adding one if there is none.
+func insert(g uintptr) *cell {
+	mu.Lock()
+	defer mu.Unlock()
+	if c := lookup(g); c != nil {
+		return c
+	}
+	t := tab.Load()
+	if t == nil || 4*(used+1) > 3*len(t.slots) {
+		t = rebuild(t, live+1)
+	}
+	c := &cell{g: g}
+	for i := hash(g) & t.mask; ; i = (i + 1) & t.mask {
+		old := t.slots[i].Load()
+		if old == nil || old == tombstone {
+			if old == nil {
+				used++
+			}
+			t.slots[i].Store(c)
+			live++
+			return c
+		}
+	}
+}
+
+// rebuild publishes a table with room for n cells, holding t's live cells
+// and no tombstones. Called with mu held.
+func rebuild(t *table, n int) *table {
+	size := 64
+	for 2*n > size {
+		size *= 2
+	}
+	nt := &table{mask: uintptr(size - 1), slots: make([]atomic.Pointer[cell], size)}
+	used = 0
+	if t != nil {
+		for i := range t.slots {
+			c := t.slots[i].Load()
+			if c == nil || c == tombstone {
+				continue
+			}
+			for j := hash(c.g) & nt.mask; ; j = (j + 1) & nt.mask {
+				if nt.slots[j].Load() == nil {
+					nt.slots[j].Store(c)
+					used++
+					break
+				}
+			}
+		}
+	}
+	tab.Store(nt)
+	return nt
+}
+
+// Bind records l as the calling goroutine's record, replacing any, and
+// returns the goroutine's key for Restore, Unbind and Of.
 func Bind(l *Local) uintptr {
 	g := arch.G()
-	table.Store(g, l)
+	c := lookup(g)
+	if c == nil {
+		c = insert(g)
+	}
+	c.l.Store(l)
 	return g
 }
 
-// Unbind removes the record made by Bind.
-func Unbind(g uintptr) { table.Delete(g) }
+// Restore sets goroutine g's record back to l, which may be nil, keeping
+// its place in the table: for an engine that binds and unbinds the same
+// goroutine over and over. g must be the calling goroutine.
+func Restore(g uintptr, l *Local) {
+	if c := lookup(g); c != nil {
+		c.l.Store(l)
+	}
+}
 
-// Current returns the record bound to the calling goroutine, or nil.
+// Unbind removes goroutine g from the table: for a goroutine that is about
+// to end. g must be the calling goroutine.
+func Unbind(g uintptr) {
+	mu.Lock()
+	defer mu.Unlock()
+	t := tab.Load()
+	if t == nil {
+		return
+	}
+	for i := hash(g) & t.mask; ; i = (i + 1) & t.mask {
+		c := t.slots[i].Load()
+		if c == nil {
+			return
+		}
+		if c.g == g && c != tombstone {
+			c.l.Store(nil)
+			t.slots[i].Store(tombstone)
+			live--
+			if live == 0 {
+				// Nothing is bound: drop the table, and with it the tombstones.
+				tab.Store(nil)
+				used = 0
+			}
+			return
+		}
+	}
+}
+
+// Current returns the calling goroutine's record, or nil.
 func Current() *Local { return Of(arch.G()) }
 
-// Of returns the record bound to goroutine g, or nil.
+// Of returns the record of goroutine g (an arch.G value), or nil.
 func Of(g uintptr) *Local {
-	v, ok := table.Load(g)
-	if !ok {
-		return nil
+	if c := lookup(g); c != nil {
+		return c.l.Load()
 	}
-	return v.(*Local)
+	return nil
 }
