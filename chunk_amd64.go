@@ -123,23 +123,22 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		} else {
 			d = descFor(pc)
 		}
-		if d.bad {
-			if len(c.frames) == 0 {
-				return errors.New("weft: capture: the caller's frame cannot be described")
-			}
-			return &errPinned{pinning.UnknownFrame, pc}
-		}
-		if d.goexit {
-			return errors.New("weft: capture: no boundary frame on the stack")
-		}
-		if d.entry == boundary {
+		if d.entry == boundary && !d.bad {
 			break
 		}
-		if d.pinned {
-			return &errPinned{d.reason, pc}
-		}
-		if d.mapErr {
-			return &errPinned{pinning.UnknownFrame, pc}
+		if d.stop {
+			switch {
+			case d.bad && len(c.frames) == 0:
+				return errors.New("weft: capture: the caller's frame cannot be described")
+			case d.bad:
+				return &errPinned{pinning.UnknownFrame, pc}
+			case d.goexit:
+				return errors.New("weft: capture: no boundary frame on the stack")
+			case d.pinned:
+				return &errPinned{d.reason, pc}
+			default: // no stack maps
+				return &errPinned{pinning.UnknownFrame, pc}
+			}
 		}
 		objects = objects || len(d.objs) > 0
 		off := uint32(uintptr(sp) - uintptr(base))
@@ -212,7 +211,18 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	for i := range c.frames {
 		f := &c.frames[i]
 		for _, off := range f.d.ptrOffs {
-			if c.sort(&r, int32((f.sp+off)/uint32(wordSize))) {
+			w := (f.sp + off) / uint32(wordSize)
+			if v := words[w]; v != 0 && (v < gLo || v >= gHi) {
+				// The common case, inline: a pointer out of the stack.
+				// Re-read it as a pointer from the live stack: base has
+				// followed any move, and a pointer out of the stack is
+				// unchanged by one.
+				c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize)))
+				c.ptrAt = append(c.ptrAt, w)
+				words[w] = 0
+				continue
+			}
+			if c.sort(&r, int32(w)) {
 				return &errPinned{pinning.StackPointer, f.pc}
 			}
 		}

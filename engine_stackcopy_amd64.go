@@ -101,28 +101,53 @@ func (c *Cont) countYields() {
 // scSuspend freezes c, from its caller's frame up to c's entry trampoline,
 // as part of a yield to t, and returns when c is thawed: cancelled if c was
 // abandoned meanwhile and must unwind. If c cannot be frozen, it returns at
-// once with the reason, and nothing is suspended.
+// once with the reason, and nothing is suspended. It is scYield for the
+// engine, one frame fewer to freeze on every yield.
 //
 //go:noinline
 func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 	c.target = t
 	s := &c.sc
-	if !scYield(s) {
-		err := s.err
-		s.err = nil
-		if e, ok := err.(*errPinned); ok {
-			return false, e
+	err := s.chunk.capture(scEntry)
+	if s.resumed {
+		s.resumed = false
+		if s.pinErr != nil {
+			return false, s.takePinErr()
 		}
-		// capture refused for a reason that is not about one frame (the
-		// engine's own frames are not what it expects): nothing was
-		// suspended, so the yield is pinned rather than lost.
-		return false, &errPinned{pinning.UnknownFrame, 0}
+		return s.cancel, nil
 	}
-	if pe := s.pinErr; pe != nil {
-		s.pinErr = nil
-		return false, pe
+	if err != nil {
+		s.err = err
+		return false, s.refused()
 	}
-	return s.cancel, nil
+	s.yielded = true
+	scJumpBack(s.chunk.topOff)
+	panic("unreachable: scJumpBack returned")
+}
+
+// scEntry is the entry PC of scEnter, the boundary of every region.
+var scEntry = scEnterPC()
+
+// refused returns why the last scYield did not suspend.
+//
+//go:noinline
+func (s *scCont) refused() *errPinned {
+	err := s.err
+	s.err = nil
+	if e, ok := err.(*errPinned); ok {
+		return e
+	}
+	// capture refused for a reason that is not about one frame (the
+	// engine's own frames are not what it expects): nothing was
+	// suspended, so the yield is pinned rather than lost.
+	return &errPinned{pinning.UnknownFrame, 0}
+}
+
+//go:noinline
+func (s *scCont) takePinErr() *errPinned {
+	pe := s.pinErr
+	s.pinErr = nil
+	return pe
 }
 
 // scTrace returns the frozen frames of c and of the continuations

@@ -32,6 +32,9 @@ type frameDesc struct {
 	// with UnknownFrame.
 	mapErr bool
 	goexit bool  // runtime.goexit: the bottom of a goroutine
+	// stop is bad || pinned || mapErr || goexit: the walk cannot go on
+	// through the frame (unless it is the boundary).
+	stop bool
 	args   int32 // bytes of arguments (in the caller's frame)
 
 	// hasBP: the frame saves its caller's BP just below the return address.
@@ -81,6 +84,7 @@ func descFor(pc uintptr) *frameDesc {
 //go:noinline
 func descMiss(pc uintptr) *frameDesc {
 	d := decodeDesc(pc)
+	d.stop = d.bad || d.pinned || d.mapErr || d.goexit
 	descSlot(pc).Store(d)
 	return d
 }
