@@ -135,6 +135,12 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			case d.goexit:
 				return errors.New("weft: capture: no boundary frame on the stack")
 			case d.pinned:
+				if p := uintptr(rt.CurG().Panic); p != 0 && uintptr(sp) <= p && p < uintptr(sp)+uintptr(d.size) {
+					// A runtime frame holding the panic in progress
+					// (gopanic, or Goexit's): the g's _panic record
+					// points into the region.
+					return &errPinned{pinning.PanicRecord, pc}
+				}
 				return &errPinned{d.reason, pc}
 			default: // no stack maps
 				return &errPinned{pinning.UnknownFrame, pc}
