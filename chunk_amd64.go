@@ -5,6 +5,7 @@ package weft
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
@@ -22,44 +23,119 @@ import (
 const wordSize = unsafe.Sizeof(uintptr(0))
 
 // stackChunk is a frozen region of a goroutine stack, like Loom's stack
-// chunk: two heap arrays, scalar words and live pointers, plus what is
-// needed to put the frames back at another address.
+// chunk: two heap arrays, one of scalar words and one of live pointers,
+// plus what is needed to put the frames back at another address.
 type stackChunk struct {
-	// words is the region's image, lowest address first, one word per
-	// stack word. Words that held live pointers or pointers into the region
-	// are zeroed here: those live in ptrs and refs. Dead pointer slots keep
-	// their stale values as plain integers, which the GC never follows.
-	words []uintptr
+	// mem is the region's image, n words, lowest address first, followed
+	// by the chunk's offset tables as uint32s: ptrAt (np entries), then
+	// refs (nr pairs). In the image, words that held live pointers or
+	// pointers into the region are zero: those are in ptrs and refs. Dead
+	// pointer slots keep their stale values as plain integers, which the
+	// GC never follows.
+	mem []uintptr
 	// ptrs holds the region's live pointers to memory outside the stack
 	// (heap and static data), each published to the GC exactly once;
-	// ptrAt[i] is the word index ptrs[i] came from.
-	ptrs  []unsafe.Pointer
-	ptrAt []uint32
-	// refs are the words that held pointers into the region itself: saved
-	// frame pointers and pointers to stack locals, as byte offsets from the
-	// region's base, to be relocated at thaw.
-	refs []stackRef
-	// frames describes each frame, innermost first.
-	frames []chunkFrame
+	// ptrAt[i] is the word index ptrs[i] came from. refs are the words
+	// that held pointers into the region itself (saved frame pointers,
+	// pointers to stack locals), with the byte offsets they pointed at, to
+	// be relocated at thaw.
+	ptrs      []unsafe.Pointer
+	n, np, nr uint32
+	// nframes is the number of frames; the innermost continues at pc0 and
+	// saves its caller's frame pointer at byte offset bp0. The others are
+	// found by walking the image: their return addresses are in it.
+	nframes uint32
+	bp0     uint32
+	pc0     uintptr
 	// outerBP is the word index of the outermost frame's saved frame
 	// pointer, which points into the boundary frame and is patched at thaw;
 	// -1 if that frame saves none.
 	outerBP int32
-	// cleared are the pointer words of stack objects no live pointer
-	// reaches that held an address in the stack outside the region:
-	// garbage, which the image holds as zero rather than as an address
-	// that would dangle once the frames are thawed elsewhere.
-	cleared []uint32
-	// Scratch space of capture, kept to make a warm yield allocation
-	// free: the region's stack objects, the saved-BP words and the work
-	// list.
-	objs []chunkObject
-	bps  []int32
-	work []int32
 	// topOff is the region's top (the boundary frame's SP) as an offset
 	// below the goroutine's stack top: where the jump back lands, however
 	// the stack has moved since.
 	topOff uintptr
+	// cleared are the pointer words of stack objects no live pointer
+	// reaches that held an address in the stack outside the region:
+	// garbage, which the image holds as zero rather than as an address
+	// that would dangle once the frames are thawed elsewhere. Nil unless
+	// there were any.
+	cleared []uint32
+}
+
+// words returns the image.
+func (c *stackChunk) words() []uintptr { return c.mem[:c.n] }
+
+// ptrAt returns the word indexes of ptrs.
+func (c *stackChunk) ptrAt() []uint32 {
+	if c.np == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.mem[c.n])), c.np)
+}
+
+// refs returns the references into the region.
+func (c *stackChunk) refs() []stackRef {
+	if c.nr == 0 {
+		return nil
+	}
+	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.mem[c.n]), uintptr(c.np)*4)), c.nr)
+}
+
+// frames returns the frozen frames, innermost first, read from the image.
+func (c *stackChunk) frames() []chunkFrame {
+	var out []chunkFrame
+	pc, sp := c.pc0, uint32(0)
+	for range c.nframes {
+		d := descFor(pc)
+		out = append(out, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
+		sp += d.size
+		pc = c.mem[sp/uint32(wordSize)-1]
+	}
+	return out
+}
+
+// captureScratch is capture's working space, pooled so that warm yields
+// allocate nothing and suspended chunks hold only what thaw needs.
+type captureScratch struct {
+	c       *stackChunk // the chunk being captured into
+	words   []uintptr
+	frames  []chunkFrame
+	objs    []chunkObject
+	bps     []int32
+	work    []int32
+	ptrAt   []uint32
+	refs    []stackRef
+	cleared []uint32
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(captureScratch) }}
+
+func putScratch(s *captureScratch) {
+	s.c, s.words = nil, nil
+	scratchPool.Put(s)
+}
+
+// seal moves a successful capture from the scratch into the chunk, in as
+// little memory as it needs.
+func (c *stackChunk) seal(s *captureScratch) {
+	n, np, nr := len(s.words), len(s.ptrAt), len(s.refs)
+	total := n + (np+2*nr+1)/2
+	if cap(c.mem) < total {
+		mem := make([]uintptr, total)
+		copy(mem, s.words) // the image, captured into c.mem
+		c.mem = mem
+	}
+	c.mem = c.mem[:total]
+	c.n, c.np, c.nr = uint32(n), uint32(np), uint32(nr)
+	copy(c.ptrAt(), s.ptrAt)
+	copy(c.refs(), s.refs)
+	c.nframes = uint32(len(s.frames))
+	c.pc0 = s.frames[0].pc
+	c.bp0 = s.frames[0].fp - 2*uint32(wordSize)
+	if len(s.cleared) > 0 || c.cleared != nil {
+		c.cleared = append(c.cleared[:0], s.cleared...)
+	}
 }
 
 type stackRef struct {
@@ -100,6 +176,9 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// Start at capture's own frame and step to its caller, the innermost
 	// frame of the region.
 	pc, sp := arch.CallerPCSP()
+	s := scratchPool.Get().(*captureScratch)
+	defer putScratch(s)
+	s.c = c
 	d := descFor(pc)
 	if d.bad {
 		return errors.New("weft: capture: its own frame cannot be described")
@@ -107,18 +186,19 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 	sp = unsafe.Add(sp, d.size)
 	base := sp
-	c.ptrs, c.ptrAt, c.refs, c.cleared = c.ptrs[:0], c.ptrAt[:0], c.refs[:0], c.cleared[:0]
-	c.outerBP = -1
+	c.ptrs = c.ptrs[:0]
+	s.ptrAt, s.refs, s.cleared = s.ptrAt[:0], s.refs[:0], s.cleared[:0]
+	c.outerBP = -1 // set below if the outermost frame saves one
 
 	// Walk the region, classifying every frame. sp and base are
 	// unsafe.Pointers, relocated if a call here moves the stack; their
 	// difference is taken with no call in between.
-	prev := c.frames[:cap(c.frames)] // the last capture's frames, for their descriptors
-	c.frames = c.frames[:0]
+	prev := s.frames[:cap(s.frames)] // the last capture's frames, for their descriptors
+	s.frames = s.frames[:0]
 	objects := false
 	for {
 		var d *frameDesc
-		if i := len(c.frames); i < len(prev) && prev[i].pc == pc && prev[i].d != nil {
+		if i := len(s.frames); i < len(prev) && prev[i].pc == pc && prev[i].d != nil {
 			d = prev[i].d // same call site as last time at this depth
 		} else {
 			d = descFor(pc)
@@ -128,7 +208,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		}
 		if d.stop {
 			switch {
-			case d.bad && len(c.frames) == 0:
+			case d.bad && len(s.frames) == 0:
 				return errors.New("weft: capture: the caller's frame cannot be described")
 			case d.bad:
 				return &errPinned{pinning.UnknownFrame, pc}
@@ -148,18 +228,18 @@ func (c *stackChunk) capture(boundary uintptr) error {
 		}
 		objects = objects || len(d.objs) > 0
 		off := uint32(uintptr(sp) - uintptr(base))
-		c.frames = append(c.frames, chunkFrame{pc: pc, sp: off, fp: off + d.size, d: d})
+		s.frames = append(s.frames, chunkFrame{pc: pc, sp: off, fp: off + d.size, d: d})
 		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 		sp = unsafe.Add(sp, d.size)
 	}
-	if len(c.frames) == 0 {
+	if len(s.frames) == 0 {
 		return errors.New("weft: capture: the boundary is the caller itself")
 	}
-	if outer := c.frames[len(c.frames)-1].d; outer.args != 0 {
+	if outer := s.frames[len(s.frames)-1].d; outer.args != 0 {
 		// Its arguments would live in the boundary frame.
 		return fmt.Errorf("weft: capture: outermost frame %s has %d bytes of arguments", outer.fn.Name(), outer.args)
 	}
-	size := uintptr(c.frames[len(c.frames)-1].fp)
+	size := uintptr(s.frames[len(s.frames)-1].fp)
 	n := int(size / wordSize)
 
 	// A defer record whose frame lies in the region would dangle.
@@ -172,10 +252,10 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	}
 
 	// The region's stack objects and saved frame pointers.
-	c.objs, c.bps = c.objs[:0], c.bps[:0]
-	last := len(c.frames) - 1
-	for i := range c.frames {
-		f := &c.frames[i]
+	s.objs, s.bps = s.objs[:0], s.bps[:0]
+	last := len(s.frames) - 1
+	for i := range s.frames {
+		f := &s.frames[i]
 		d := f.d
 		if objects {
 			for k := range d.objs {
@@ -184,7 +264,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 				if at < 0 || at+int64(o.size) > int64(size) {
 					return fmt.Errorf("weft: capture: stack object of %s lies outside the region", d.fn.Name())
 				}
-				c.objs = append(c.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
+				s.objs = append(s.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
 			}
 		}
 		// The saved frame pointer, below the return address, if the frame
@@ -196,12 +276,12 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			if i == last {
 				c.outerBP = bp
 			} else {
-				c.bps = append(c.bps, bp)
+				s.bps = append(s.bps, bp)
 			}
 		}
 	}
 
-	words, lo, gLo, gHi, err := c.copyRegion(base, g, n)
+	words, lo, gLo, gHi, err := s.copyRegion(base, g, n)
 	if err != nil {
 		return err
 	}
@@ -213,9 +293,9 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// into live, and that object's pointer words are sorted the same way:
 	// the GC's own rule. Each word sorted is zeroed in the image unless it
 	// stays a scalar, so sorting a word twice does nothing the second time.
-	c.work = c.work[:0]
-	for i := range c.frames {
-		f := &c.frames[i]
+	s.work = s.work[:0]
+	for i := range s.frames {
+		f := &s.frames[i]
 		for _, off := range f.d.ptrOffs {
 			w := (f.sp + off) / uint32(wordSize)
 			if v := words[w]; v != 0 && (v < gLo || v >= gHi) {
@@ -224,20 +304,20 @@ func (c *stackChunk) capture(boundary uintptr) error {
 				// followed any move, and a pointer out of the stack is
 				// unchanged by one.
 				c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize)))
-				c.ptrAt = append(c.ptrAt, w)
+				s.ptrAt = append(s.ptrAt, w)
 				words[w] = 0
 				continue
 			}
-			if c.sort(&r, int32(w)) {
+			if s.sort(&r, int32(w)) {
 				return &errPinned{pinning.StackPointer, f.pc}
 			}
 		}
 	}
-	for len(c.work) > 0 {
-		w := c.work[len(c.work)-1]
-		c.work = c.work[:len(c.work)-1]
-		if c.sort(&r, w) {
-			return &errPinned{pinning.StackPointer, c.framePC(uint32(w) * uint32(wordSize))}
+	for len(s.work) > 0 {
+		w := s.work[len(s.work)-1]
+		s.work = s.work[:len(s.work)-1]
+		if s.sort(&r, w) {
+			return &errPinned{pinning.StackPointer, s.framePC(uint32(w) * uint32(wordSize))}
 		}
 	}
 
@@ -248,8 +328,8 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// pointing into the region are relocated here too; words pointing
 	// elsewhere in the stack are garbage left by earlier calls, and are
 	// zeroed rather than thawed as addresses into another stack.
-	for k := range c.objs {
-		o := &c.objs[k]
+	for k := range s.objs {
+		o := &s.objs[k]
 		if o.live {
 			continue
 		}
@@ -261,14 +341,15 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			switch v := words[w]; {
 			case v == 0:
 			case r.lo <= v && v < r.hi:
-				c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
+				s.refs = append(s.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
 				words[w] = 0
 			case r.gLo <= v && v < r.gHi:
-				c.cleared = append(c.cleared, uint32(w))
+				s.cleared = append(s.cleared, uint32(w))
 				words[w] = 0
 			}
 		}
 	}
+	c.seal(s)
 	return nil
 }
 
@@ -285,23 +366,23 @@ type region struct {
 // sort classifies the live word w of the image: a pointer out of the stack
 // is published in c.ptrs, a pointer into the region becomes a reference
 // (and the stack object it points into becomes live, its pointer words
-// queued on c.work), and a pointer into the stack outside the region pins
+// queued on s.work), and a pointer into the stack outside the region pins
 // the region, which sort reports by returning true.
-func (c *stackChunk) sort(r *region, w int32) (pinned bool) {
+func (s *captureScratch) sort(r *region, w int32) (pinned bool) {
 	v := r.words[w]
 	switch {
 	case v == 0:
 	case r.lo <= v && v < r.hi:
-		c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
+		s.refs = append(s.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
 		r.words[w] = 0
 		off := v - r.lo
-		for k := range c.objs {
-			o := &c.objs[k]
+		for k := range s.objs {
+			o := &s.objs[k]
 			if !o.live && uintptr(o.off) <= off && off < uintptr(o.off+o.size) {
 				o.live = true
 				for j := int32(0); j < o.mask.N; j++ {
 					if o.mask.Ptr(j) {
-						c.work = append(c.work, int32(o.off/uint32(wordSize))+j)
+						s.work = append(s.work, int32(o.off/uint32(wordSize))+j)
 					}
 				}
 			}
@@ -312,8 +393,8 @@ func (c *stackChunk) sort(r *region, w int32) (pinned bool) {
 		// Re-read the word as a pointer from the live stack: base has
 		// followed any move, and a pointer out of the stack is unchanged by
 		// one.
-		c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(r.base, uintptr(w)*wordSize)))
-		c.ptrAt = append(c.ptrAt, uint32(w))
+		s.c.ptrs = append(s.c.ptrs, *(*unsafe.Pointer)(unsafe.Add(r.base, uintptr(w)*wordSize)))
+		s.ptrAt = append(s.ptrAt, uint32(w))
 		r.words[w] = 0
 	}
 	return false
@@ -322,21 +403,25 @@ func (c *stackChunk) sort(r *region, w int32) (pinned bool) {
 // copyRegion copies the n words at base into c.words, takes the bounds of
 // the region (lo) and of g's stack at the same stack position, and turns
 // the saved frame pointers into offsets.
-func (c *stackChunk) copyRegion(base unsafe.Pointer, g *rt.G, n int) (words []uintptr, lo, gLo, gHi uintptr, err error) {
-	if cap(c.words) < n {
-		c.words = make([]uintptr, n)
+func (s *captureScratch) copyRegion(base unsafe.Pointer, g *rt.G, n int) (words []uintptr, lo, gLo, gHi uintptr, err error) {
+	// The image goes straight into the chunk, with room for offset
+	// tables as large as last time's and a little more; seal grows it if
+	// they turn out larger.
+	c := s.c
+	if want := n + int(c.np+2*c.nr+1)/2 + 4; cap(c.mem) < want {
+		c.mem = make([]uintptr, want)
 	}
-	c.words = c.words[:n]
-	words = c.words
+	words = c.mem[:n]
+	s.words = words
 	lo, gLo, gHi = snapshot(words, base, g)
 	hi := lo + uintptr(n)*wordSize
-	c.topOff = gHi - hi
-	for _, w := range c.bps {
+	s.c.topOff = gHi - hi
+	for _, w := range s.bps {
 		v := words[w]
 		if v < lo || v >= hi {
-			return nil, 0, 0, 0, &errPinned{pinning.UnknownFrame, c.framePC(uint32(uintptr(w) * wordSize))}
+			return nil, 0, 0, 0, &errPinned{pinning.UnknownFrame, s.framePC(uint32(uintptr(w) * wordSize))}
 		}
-		c.refs = append(c.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
+		s.refs = append(s.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
 		words[w] = 0
 	}
 	return words, lo, gLo, gHi, nil
@@ -350,8 +435,8 @@ type chunkObject struct {
 }
 
 // framePC returns the PC of the frame holding the byte at offset off.
-func (c *stackChunk) framePC(off uint32) uintptr {
-	for _, f := range c.frames {
+func (s *captureScratch) framePC(off uint32) uintptr {
+	for _, f := range s.frames {
 		if off < f.fp {
 			return f.pc
 		}

@@ -70,23 +70,23 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 	if res.err != nil {
 		return res
 	}
-	for _, f := range c.frames {
+	for _, f := range c.frames() {
 		res.frames = append(res.frames, rt.FindFunc(f.pc).Name())
 	}
 	// sp follows the stack if it moves while these checks run (they call
 	// append and fmt); every address is derived from it afresh, never
 	// cached as an integer across a call.
 	base := func() uintptr { return uintptr(sp) }
-	own := c.frames[0].fp / uint32(wordSize) // words of capLeaf's own frame
+	own := c.frames()[0].fp / uint32(wordSize) // words of capLeaf's own frame
 	live := func(w uint32) uintptr { return *(*uintptr)(unsafe.Add(sp, uintptr(w)*wordSize)) }
 	seen := map[uint32]string{}
-	for i, w := range c.ptrAt {
+	for i, w := range c.ptrAt() {
 		if w >= own && live(w) != uintptr(c.ptrs[i]) {
 			res.problems = append(res.problems, fmt.Sprintf("ptrs[%d] = %p, live word %d holds %#x", i, c.ptrs[i], w, live(w)))
 		}
 		seen[w] = "ptr"
 	}
-	for _, r := range c.refs {
+	for _, r := range c.refs() {
 		if r.at >= own && live(r.at) != base()+uintptr(r.target) {
 			res.problems = append(res.problems, fmt.Sprintf("ref at word %d targets offset %d, live word holds offset %d", r.at, r.target, live(r.at)-base()))
 		}
@@ -98,13 +98,13 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 	for _, w := range c.cleared {
 		seen[w] = "cleared dead-object word"
 	}
-	for w, v := range c.words {
+	for w, v := range c.words() {
 		switch {
 		case int32(w) == c.outerBP:
 			// Points into the boundary frame; the runtime adjusts the live
 			// word if the stack moves, the image keeps the old value, and
 			// thaw patches it. It must point above the region.
-			if live(uint32(w)) < base()+uintptr(len(c.words))*wordSize {
+			if live(uint32(w)) < base()+uintptr(len(c.words()))*wordSize {
 				res.problems = append(res.problems, fmt.Sprintf("outermost saved frame pointer %#x does not point above the region", live(uint32(w))))
 			}
 		case seen[uint32(w)] != "":
@@ -122,11 +122,11 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 	}
 	for _, ref := range wantRefs {
 		found := false
-		for _, r := range c.refs {
+		for _, r := range c.refs() {
 			found = found || uintptr(ref)-base() == uintptr(r.target)
 		}
 		if !found {
-			res.problems = append(res.problems, fmt.Sprintf("pointer to stack local at region offset %d is not among the refs (region of %d bytes)", uintptr(ref)-base(), len(c.words)*int(wordSize)))
+			res.problems = append(res.problems, fmt.Sprintf("pointer to stack local at region offset %d is not among the refs (region of %d bytes)", uintptr(ref)-base(), len(c.words())*int(wordSize)))
 		}
 	}
 	if c.outerBP < 0 {
@@ -185,8 +185,8 @@ func TestCaptureRegion(t *testing.T) {
 	for _, p := range res.problems {
 		t.Error(p)
 	}
-	if len(c.ptrs) == 0 || len(c.refs) == 0 {
-		t.Fatalf("%d pointers, %d refs", len(c.ptrs), len(c.refs))
+	if len(c.ptrs) == 0 || len(c.refs()) == 0 {
+		t.Fatalf("%d pointers, %d refs", len(c.ptrs), len(c.refs()))
 	}
 }
 
@@ -325,7 +325,7 @@ func TestCaptureWhileStackMoves(t *testing.T) {
 // whereIs names the frame holding word w and w's offset from its SP.
 func (c *stackChunk) whereIs(w uint32) string {
 	off := w * uint32(wordSize)
-	for _, f := range c.frames {
+	for _, f := range c.frames() {
 		if off < f.fp {
 			return fmt.Sprintf("%s+%d of %d, pc %#x", rt.FindFunc(f.pc).Name(), off-f.sp, f.fp-f.sp, f.pc)
 		}

@@ -81,8 +81,8 @@ func (c *Cont) scOnce() {
 	s := &c.sc
 	if s.started {
 		k := &s.chunk
-		c.framesThawed.Add(uint64(len(k.frames)))
-		c.bytesThawed.Add(uint64(len(k.words)) * uint64(wordSize))
+		c.framesThawed.Add(uint64(k.nframes))
+		c.bytesThawed.Add(uint64(k.n) * uint64(wordSize))
 	}
 	s.run()
 }
@@ -93,8 +93,8 @@ func (c *Cont) countYields() {
 	for x := c; x != nil; x = x.child {
 		x.yields.Add(1)
 		k := &x.sc.chunk
-		x.framesFrozen.Add(uint64(len(k.frames)))
-		x.bytesFrozen.Add(uint64(len(k.words)) * uint64(wordSize))
+		x.framesFrozen.Add(uint64(k.nframes))
+		x.bytesFrozen.Add(uint64(k.n) * uint64(wordSize))
 	}
 }
 
@@ -158,8 +158,8 @@ func (c *Cont) scTrace() []runtime.Frame {
 		frames = ch.scTrace()
 	}
 	k := &c.sc.chunk
-	pcs := make([]uintptr, 0, len(k.frames))
-	for _, f := range k.frames {
+	pcs := make([]uintptr, 0, k.nframes)
+	for _, f := range k.frames() {
 		pcs = f.d.fn.LogicalPCs(f.pc, pcs) // one PC per logical frame
 	}
 	return append(frames, userFrames(pcs)...)

@@ -31,11 +31,11 @@ type frameDesc struct {
 	// mapErr is set if its stack maps cannot be read; such a frame pins
 	// with UnknownFrame.
 	mapErr bool
-	goexit bool  // runtime.goexit: the bottom of a goroutine
+	goexit bool // runtime.goexit: the bottom of a goroutine
 	// stop is bad || pinned || mapErr || goexit: the walk cannot go on
 	// through the frame (unless it is the boundary).
 	stop bool
-	args   int32 // bytes of arguments (in the caller's frame)
+	args int32 // bytes of arguments (in the caller's frame)
 
 	// hasBP: the frame saves its caller's BP just below the return address.
 	hasBP bool

@@ -16,6 +16,16 @@ import (
 // A switch into the body goroutine carries a request: resume the body, end
 // it (the continuation was abandoned), or report its frames (StackTrace).
 
+// portableState is what the portable backend keeps per continuation: the
+// body goroutine's coroutine and the request the next switch into it
+// carries.
+type portableState struct {
+	next  func() (struct{}, bool)
+	yield func(struct{}) bool
+	req   request
+	trace []runtime.Frame
+}
+
 type request uint8
 
 const (
@@ -28,8 +38,9 @@ const (
 // first switch in, which is always a resume: a continuation that has never
 // run has no frames to trace and nothing to cancel.
 func (c *Cont) start() {
-	c.next, _ = iter.Pull(func(yield func(struct{}) bool) {
-		c.yield = yield
+	c.pt = new(portableState)
+	c.pt.next, _ = iter.Pull(func(yield func(struct{}) bool) {
+		c.pt.yield = yield
 		g := gls.Bind(&c.local)
 		defer gls.Unbind(g)
 		c.body()
@@ -40,8 +51,8 @@ func (c *Cont) start() {
 // it switches out again: true if it parked, false if the body finished. A
 // panic or Goexit in the body propagates from here.
 func (c *Cont) switchIn(r request) bool {
-	c.req = r
-	_, ok := c.next()
+	c.pt.req = r
+	_, ok := c.pt.next()
 	return ok
 }
 
@@ -49,8 +60,8 @@ func (c *Cont) switchIn(r request) bool {
 // says to go on. It reports whether the continuation was abandoned.
 func (c *Cont) park() (cancelled bool) {
 	for {
-		c.yield(struct{}{})
-		switch c.req {
+		c.pt.yield(struct{}{})
+		switch c.pt.req {
 		case reqResume:
 			return false
 		case reqCancel:
@@ -102,8 +113,8 @@ func (c *Cont) StackTrace() []runtime.Frame {
 		return c.scTrace()
 	}
 	c.switchIn(reqTrace)
-	frames := c.trace
-	c.trace = nil
+	frames := c.pt.trace
+	c.pt.trace = nil
 	return frames
 }
 
@@ -112,7 +123,7 @@ func (c *Cont) collectTrace() {
 	var frames []runtime.Frame
 	if ch := c.child; ch != nil {
 		ch.switchIn(reqTrace)
-		frames, ch.trace = ch.trace, nil
+		frames, ch.pt.trace = ch.pt.trace, nil
 	}
 	pcs := make([]uintptr, 64)
 	for {
@@ -123,7 +134,7 @@ func (c *Cont) collectTrace() {
 		}
 		pcs = make([]uintptr, 2*len(pcs))
 	}
-	c.trace = append(frames, userFrames(pcs)...)
+	c.pt.trace = append(frames, userFrames(pcs)...)
 }
 
 const enginePrefix = "github.com/weftrt/weft."

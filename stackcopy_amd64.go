@@ -15,14 +15,15 @@ import (
 // them; engine_stackcopy.go drives scCont from Run and Yield.
 
 // thawPlan is what scEnter's thaw path reads: the chunk's arrays and where
-// the innermost frame continues. It lives in the heap, in scCont.
+// the innermost frame continues. It lives in the frame of scCont.run,
+// which calls scEnter.
 type thawPlan struct {
-	words   unsafe.Pointer // &chunk.words[0]
+	words   unsafe.Pointer // the image, &chunk.mem[0]
 	n       uintptr        // number of words
 	ptrs    unsafe.Pointer // &chunk.ptrs[0], or nil
-	ptrAt   unsafe.Pointer // &chunk.ptrAt[0], or nil
+	ptrAt   unsafe.Pointer // the chunk's ptrAt table in mem, or nil
 	np      uintptr
-	refs    unsafe.Pointer // &chunk.refs[0], or nil
+	refs    unsafe.Pointer // the chunk's refs table in mem, or nil
 	nr      uintptr
 	outerBP uintptr // word index of the outermost saved BP, or ^0
 	bp0     uintptr // byte offset of the innermost frame's saved-BP slot
@@ -61,7 +62,6 @@ func scEnterPC() uintptr
 // return. Cont embeds one; the mechanism tests drive it alone.
 type scCont struct {
 	chunk   stackChunk
-	plan    thawPlan
 	body    func()
 	started bool
 	yielded bool // the last scEnter returned because of a yield
@@ -89,14 +89,15 @@ func (c *scCont) run() {
 		// its last safe point: between here and there the runtime may shrink
 		// the stack (a shrink the GC asked for happens at the next function
 		// prologue), so growing first proves nothing on its own.
-		c.preparePlan()
-		need := c.plan.n*wordSize + 8<<10
+		var plan thawPlan
+		c.chunk.plan(&plan)
+		need := plan.n*wordSize + 8<<10
 		for {
 			ensureStack(need)
 			c.resumed = true
-			c.plan.short = 0
-			scEnter(c, nil, true, &c.plan)
-			if c.plan.short == 0 {
+			plan.short = 0
+			scEnter(c, nil, true, &plan)
+			if plan.short == 0 {
 				break
 			}
 			c.resumed = false
@@ -108,24 +109,23 @@ func (c *scCont) run() {
 	}
 }
 
-func (c *scCont) preparePlan() {
-	k := &c.chunk
-	p := &c.plan
+// plan fills in what scEnter needs to thaw k.
+func (k *stackChunk) plan(p *thawPlan) {
 	*p = thawPlan{
-		words:   unsafe.Pointer(unsafe.SliceData(k.words)),
-		n:       uintptr(len(k.words)),
-		np:      uintptr(len(k.ptrs)),
-		nr:      uintptr(len(k.refs)),
+		words:   unsafe.Pointer(unsafe.SliceData(k.mem)),
+		n:       uintptr(k.n),
+		np:      uintptr(k.np),
+		nr:      uintptr(k.nr),
 		outerBP: ^uintptr(0),
-		bp0:     uintptr(k.frames[0].fp) - 2*wordSize,
-		pc0:     k.frames[0].pc,
+		bp0:     uintptr(k.bp0),
+		pc0:     k.pc0,
 	}
-	if len(k.ptrs) > 0 {
+	if k.np > 0 {
 		p.ptrs = unsafe.Pointer(unsafe.SliceData(k.ptrs))
-		p.ptrAt = unsafe.Pointer(unsafe.SliceData(k.ptrAt))
+		p.ptrAt = unsafe.Pointer(unsafe.SliceData(k.ptrAt()))
 	}
-	if len(k.refs) > 0 {
-		p.refs = unsafe.Pointer(unsafe.SliceData(k.refs))
+	if k.nr > 0 {
+		p.refs = unsafe.Pointer(unsafe.SliceData(k.refs()))
 	}
 	if k.outerBP >= 0 {
 		p.outerBP = uintptr(k.outerBP)

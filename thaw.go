@@ -85,7 +85,7 @@ func (c *Cont) resume() (finished bool) {
 	if useStackCopy {
 		return c.scResume()
 	}
-	if c.next == nil {
+	if c.pt == nil {
 		c.start()
 	}
 	for {
@@ -112,7 +112,9 @@ func (c *Cont) resume() (finished bool) {
 func (c *Cont) finish() {
 	c.owner = nil
 	c.body = nil
-	c.next, c.yield = nil, nil
+	if c.pt != nil {
+		c.pt.next, c.pt.yield = nil, nil
+	}
 	c.target, c.child, c.parentC = nil, nil, nil
 	c.sc = scCont{}
 	c.state.Store(int32(stDone))

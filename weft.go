@@ -19,7 +19,6 @@ package weft
 
 import (
 	"errors"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/weftrt/weft/internal/gls"
@@ -99,14 +98,11 @@ type Cont struct {
 	// while this one is suspended by a yield to an enclosing scope.
 	child *Cont
 
-	// Portable backend: the body goroutine's coroutine and the request the
-	// next switch into it carries.
-	next  func() (struct{}, bool)
-	yield func(struct{}) bool
-	req   request
-	trace []runtime.Frame
+	// pt is the portable backend's state, from the first Run.
+	pt *portableState
 
-	// Stack-copying backend: the frozen frames and how to thaw them.
+	// sc is the stack-copying backend's state: the frozen frames and how
+	// to thaw them.
 	sc scCont
 
 	runs, yields, pinned      atomic.Uint64
