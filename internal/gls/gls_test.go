@@ -57,3 +57,96 @@ func TestCriticalSections(t *testing.T) {
 		t.Fatalf("after leaving both: Pinned() = %v, %d", pinned, pc)
 	}
 }
+
+// Many goroutines binding, restoring and unbinding at once, enough of them
+// to make the table grow and to leave tombstones behind: every goroutine
+// must always see its own record and nobody else's.
+func TestTableConcurrent(t *testing.T) {
+	const workers, rounds = 300, 200
+	var wg sync.WaitGroup
+	errs := make(chan string, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := &Local{Owner: w}
+			other := &Local{Owner: -w}
+			for r := 0; r < rounds; r++ {
+				g := Bind(mine)
+				if Current() != mine || Of(g) != mine {
+					errs <- "bound record not seen"
+					return
+				}
+				Bind(other)
+				Restore(g, mine)
+				if Current() != mine {
+					errs <- "Restore did not put the record back"
+					return
+				}
+				Restore(g, nil)
+				if Current() != nil {
+					errs <- "Restore(nil) left a record"
+					return
+				}
+				if r%3 == 0 {
+					Unbind(g)
+					if Current() != nil {
+						errs <- "Unbind left a record"
+						return
+					}
+				}
+			}
+			Unbind(Bind(mine))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if Current() != nil {
+		t.Fatal("the test goroutine has a record")
+	}
+}
+
+// A table with many goroutines bound at once grows, and finds each of them.
+func TestTableGrowth(t *testing.T) {
+	const n = 2000
+	ready, release := make(chan uintptr), make(chan struct{})
+	locals := make([]*Local, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range locals {
+		locals[i] = &Local{Owner: i}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := Bind(locals[i])
+			ready <- g
+			<-release
+			Unbind(g)
+		}()
+	}
+	gs := make(map[uintptr]int)
+	for i := 0; i < n; i++ {
+		gs[<-ready] = 0
+	}
+	if len(gs) != n {
+		t.Fatalf("%d distinct goroutine keys for %d goroutines", len(gs), n)
+	}
+	for g := range gs {
+		l := Of(g)
+		if l == nil {
+			t.Fatalf("goroutine %#x has no record", g)
+		}
+		gs[g] = l.Owner.(int)
+	}
+	seen := make(map[int]bool)
+	for _, o := range gs {
+		seen[o] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct records for %d goroutines", len(seen), n)
+	}
+	close(release)
+}
