@@ -25,6 +25,6 @@ func (c *Cont) scSuspend(*Cont) (bool, *errPinned)      { panic(noStackCopy) }
 func (c *Cont) scTrace() []runtime.Frame                { panic(noStackCopy) }
 func (c *Cont) scCancel()                               { panic(noStackCopy) }
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
-func stackCopyCheck() error                             { return errNoStackCopy }
+func stackCopyCheck() error                             { panic(noStackCopy) }
 
 const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"

@@ -29,7 +29,12 @@ import (
 
 func main() {
 	n := flag.Int("n", 100_000, "number of continuations to suspend at once")
+	backendOnly := flag.Bool("backend", false, "print the backend in use, and why, and exit")
 	flag.Parse()
+	if *backendOnly {
+		fmt.Println(continuation.Backend())
+		return
+	}
 	if err := run(os.Stdout, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "weft:", err)
 		os.Exit(1)
