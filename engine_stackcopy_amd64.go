@@ -5,6 +5,8 @@ package weft
 import (
 	"runtime"
 
+	"github.com/weftrt/weft/arch"
+
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/pinning"
 )
@@ -16,14 +18,14 @@ import (
 //
 // The calling goroutine's stack, while continuation B runs nested in A:
 //
-//	caller of A.Run ... A.Run, scResume, scOnce, scCont.run, scEnter   (A's boundary)
-//	A's body ... B.Run, scResume, scOnce, scCont.run, scEnter          (B's boundary)
+//	caller of A.Run ... A.Run, scResume, scOnce, scCont.run, arch.Enter   (A's boundary)
+//	A's body ... B.Run, scResume, scOnce, scCont.run, arch.Enter          (B's boundary)
 //	B's body ... Yield, scSuspend, scYield, capture
 //
-// A yield to A's scope captures B's region (B's body up to B's scEnter)
-// into B's chunk and jumps back to B's scEnter. B's scResume sees that the
+// A yield to A's scope captures B's region (B's body up to B's arch.Enter)
+// into B's chunk and jumps back to B's arch.Enter. B's scResume sees that the
 // yield named A, and suspends A from where it stands: A's region (A's body
-// up to A's scEnter) now ends in B's scResume, and goes into A's chunk.
+// up to A's arch.Enter) now ends in B's scResume, and goes into A's chunk.
 // Resuming A thaws A's chunk; B's scResume then continues its loop and
 // thaws B's chunk on top, and B's Yield returns.
 
@@ -121,12 +123,12 @@ func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 		return false, s.refused()
 	}
 	s.yielded = true
-	scJumpBack(s.chunk.topOff)
-	panic("unreachable: scJumpBack returned")
+	arch.JumpBack(s.chunk.topOff)
+	panic("unreachable: arch.JumpBack returned")
 }
 
-// scEntry is the entry PC of scEnter, the boundary of every region.
-var scEntry = scEnterPC()
+// scEntry is the entry PC of arch.Enter, the boundary of every region.
+var scEntry = arch.EnterPC()
 
 // refused returns why the last scYield did not suspend.
 //

@@ -5,57 +5,16 @@ package weft
 import (
 	"unsafe"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/rt"
 )
 
-// This file is the destructive half of the stack-copying backend: scEnter
-// is the entry trampoline a continuation's frames return into, scJumpBack
-// discards a captured region and returns to it, and scEnter's thaw path
-// copies a chunk back below its own frame and jumps into it. scCont drives
-// them; engine_stackcopy.go drives scCont from Run and Yield.
-
-// thawPlan is what scEnter's thaw path reads: the chunk's arrays and where
-// the innermost frame continues. It lives in the frame of scCont.run,
-// which calls scEnter.
-type thawPlan struct {
-	words   unsafe.Pointer // the image, &chunk.mem[0]
-	n       uintptr        // number of words
-	ptrs    unsafe.Pointer // &chunk.ptrs[0], or nil
-	ptrAt   unsafe.Pointer // the chunk's ptrAt table in mem, or nil
-	np      uintptr
-	refs    unsafe.Pointer // the chunk's refs table in mem, or nil
-	nr      uintptr
-	outerBP uintptr // word index of the outermost saved BP, or ^0
-	bp0     uintptr // byte offset of the innermost frame's saved-BP slot
-	pc0     uintptr // where the innermost frame continues
-	// short is set by scEnter when the goroutine's stack has too little
-	// room below scEnter's frame: it then returns without thawing.
-	short uintptr
-}
-
-// thawHeadroom is the stack the thaw leaves free below the thawed frames,
-// more than a NOSPLIT chain may use (the runtime's StackGuard).
-const thawHeadroom = 2048
-
-// scEnter calls fn, the body, in a frame the body's frames return into; or,
-// if thaw, copies plan's chunk below that frame and jumps into it, so that
-// the thawed frames return into it instead. Implemented in
-// stackcopy_amd64.s.
-//
-//go:noescape
-func scEnter(c *scCont, fn func(), thaw bool, plan *thawPlan)
-
-// scJumpBack discards every frame below scEnter's (whose SP is topOff below
-// the goroutine's stack top) and returns from scEnter's call of the body.
-//
-//go:noescape
-func scJumpBack(topOff uintptr)
-
-// scJump is the end of scEnter's thaw path; never called from Go.
-func scJump()
-
-// scEnterPC returns the entry PC of scEnter, the boundary of every region.
-func scEnterPC() uintptr
+// This file drives the destructive half of the stack-copying backend, whose
+// assembly is in package arch: arch.Enter is the entry trampoline a
+// continuation's frames return into, arch.JumpBack discards a captured
+// region and returns to it, and arch.Enter's thaw path copies a chunk back
+// below its own frame and jumps into it. scCont drives them;
+// engine_stackcopy_amd64.go drives scCont from Run and Yield.
 
 // scCont is the stack-copying state of a continuation: its chunk, the
 // plan its next thaw reads, and the flags that tell a thawed yield how to
@@ -64,7 +23,7 @@ type scCont struct {
 	chunk   stackChunk
 	body    func()
 	started bool
-	yielded bool // the last scEnter returned because of a yield
+	yielded bool // the last arch.Enter returned because of a yield
 	resumed bool // set before a thaw; scYield returns when it sees it
 	done    bool
 	err     error // why the last yield could not suspend
@@ -83,21 +42,21 @@ func (c *scCont) run() {
 	c.yielded = false
 	if !c.started {
 		c.started = true
-		scEnter(c, c.body, false, nil)
+		arch.Enter(unsafe.Pointer(c), c.body, false, nil)
 	} else {
-		// Grow the stack, then thaw. scEnter checks the room itself, after
+		// Grow the stack, then thaw. arch.Enter checks the room itself, after
 		// its last safe point: between here and there the runtime may shrink
 		// the stack (a shrink the GC asked for happens at the next function
 		// prologue), so growing first proves nothing on its own.
-		var plan thawPlan
+		var plan arch.ThawPlan
 		c.chunk.plan(&plan)
-		need := plan.n*wordSize + 8<<10
+		need := plan.N*wordSize + 8<<10
 		for {
 			ensureStack(need)
 			c.resumed = true
-			plan.short = 0
-			scEnter(c, nil, true, &plan)
-			if plan.short == 0 {
+			plan.Short = 0
+			arch.Enter(unsafe.Pointer(c), nil, true, &plan)
+			if plan.Short == 0 {
 				break
 			}
 			c.resumed = false
@@ -109,37 +68,37 @@ func (c *scCont) run() {
 	}
 }
 
-// plan fills in what scEnter needs to thaw k.
-func (k *stackChunk) plan(p *thawPlan) {
-	*p = thawPlan{
-		words:   unsafe.Pointer(unsafe.SliceData(k.mem)),
-		n:       uintptr(k.n),
-		np:      uintptr(k.np),
-		nr:      uintptr(k.nr),
-		outerBP: ^uintptr(0),
-		bp0:     uintptr(k.bp0),
-		pc0:     k.pc0,
+// plan fills in what arch.Enter needs to thaw k.
+func (k *stackChunk) plan(p *arch.ThawPlan) {
+	*p = arch.ThawPlan{
+		Words:   unsafe.Pointer(unsafe.SliceData(k.mem)),
+		N:       uintptr(k.n),
+		NP:      uintptr(k.np),
+		NR:      uintptr(k.nr),
+		OuterBP: ^uintptr(0),
+		BP0:     uintptr(k.bp0),
+		PC0:     k.pc0,
 	}
 	if k.np > 0 {
-		p.ptrs = unsafe.Pointer(unsafe.SliceData(k.ptrs))
-		p.ptrAt = unsafe.Pointer(unsafe.SliceData(k.ptrAt()))
+		p.Ptrs = unsafe.Pointer(unsafe.SliceData(k.ptrs))
+		p.PtrAt = unsafe.Pointer(unsafe.SliceData(k.ptrAt()))
 	}
 	if k.nr > 0 {
-		p.refs = unsafe.Pointer(unsafe.SliceData(k.refs()))
+		p.Refs = unsafe.Pointer(unsafe.SliceData(k.refs()))
 	}
 	if k.outerBP >= 0 {
-		p.outerBP = uintptr(k.outerBP)
+		p.OuterBP = uintptr(k.outerBP)
 	}
 }
 
 // scYield suspends the running scCont: it captures the frames from its own
-// up to scEnter's and jumps back. When the continuation is thawed, the
+// up to arch.Enter's and jumps back. When the continuation is thawed, the
 // capture call "returns" again, with c.resumed set, and scYield returns.
 // It returns false, suspending nothing, if the region cannot be captured.
 //
 //go:noinline
 func scYield(c *scCont) bool {
-	err := c.chunk.capture(scEnterPC())
+	err := c.chunk.capture(scEntry)
 	if c.resumed {
 		c.resumed = false
 		return true
@@ -149,8 +108,8 @@ func scYield(c *scCont) bool {
 		return false
 	}
 	c.yielded = true
-	scJumpBack(c.chunk.topOff)
-	panic("unreachable: scJumpBack returned")
+	arch.JumpBack(c.chunk.topOff)
+	panic("unreachable: arch.JumpBack returned")
 }
 
 // ensureStack makes sure the goroutine has n bytes of stack below the
@@ -161,7 +120,7 @@ func scYield(c *scCont) bool {
 func ensureStack(n uintptr) {
 	var here byte
 	g := rt.CurG()
-	if sp := uintptr(unsafe.Pointer(&here)); sp > g.StackLo && sp-g.StackLo > n+thawHeadroom {
+	if sp := uintptr(unsafe.Pointer(&here)); sp > g.StackLo && sp-g.StackLo > n+arch.ThawHeadroom {
 		return
 	}
 	growStackFor(n)

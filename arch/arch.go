@@ -1,9 +1,13 @@
 // Package arch holds every architecture-specific fact weft relies on.
 //
-// Today that is one thing: a cheap way to identify the calling goroutine,
-// which the engine uses to find the continuations mounted on it. The
-// stack-copying backend adds the amd64 frame layout and its assembly here
-// (entry trampoline, yield-point capture, the jump into thawed frames).
+// On every architecture: a cheap way to identify the calling goroutine
+// (G), which the engine uses to find the continuations mounted on it. On
+// amd64, for the stack-copying backend: the frame link layout and the
+// capture of a caller's PC and SP (CallerPCSP), and the control transfers
+// (Enter, the entry trampoline that calls a body and thaws a chunk into
+// it; JumpBack, which discards frozen frames; EnterPC, the boundary a
+// freeze walks up to). Everything else the backend needs to know about a
+// frame comes from the runtime's own tables (internal/rt).
 package arch
 
 // G returns an identifier of the calling goroutine that is unique among

@@ -4,13 +4,13 @@
 #include "funcdata.h"
 #include "go_asm.h"
 
-// func scEnter(c *scCont, fn func(), thaw bool, plan *thawPlan)
+// func Enter(ctx unsafe.Pointer, fn func(), thaw bool, plan *ThawPlan)
 //
 // The body's outermost frame returns to the instruction after CALL AX,
 // whether the body was called here or thawed below this frame: both paths
 // run in this function's one frame, so that return address is valid on
 // every goroutine.
-TEXT ·scEnter(SB), 0, $0-32
+TEXT ·Enter(SB), 0, $0-32
 	NO_LOCAL_POINTERS
 	MOVBLZX	thaw+16(FP), AX
 	TESTQ	AX, AX
@@ -20,13 +20,13 @@ TEXT ·scEnter(SB), 0, $0-32
 	XORPS	X15, X15
 	MOVQ	0(DX), AX
 	CALL	AX
-	// The body returned, or scJumpBack landed here.
+	// The body returned, or JumpBack landed here.
 	RET
 
 thaw:
 	MOVQ	plan+24(FP), R8
 	// Copy the image to [SP-size, SP): the region's top is this frame's SP.
-	MOVQ	thawPlan_n(R8), CX
+	MOVQ	ThawPlan_N(R8), CX
 	MOVQ	CX, R9
 	SHLQ	$3, R9
 	MOVQ	SP, DI
@@ -35,16 +35,16 @@ thaw:
 	// Room check, after the last safe point: base >= stack.lo + headroom.
 	MOVQ	(TLS), R11
 	MOVQ	0(R11), R12	// g.stack.lo
-	ADDQ	$const_thawHeadroom, R12
+	ADDQ	$const_ThawHeadroom, R12
 	CMPQ	DI, R12
 	JCS	short	// unsigned below: not enough room
-	MOVQ	thawPlan_words(R8), SI
+	MOVQ	ThawPlan_Words(R8), SI
 	CLD
 	REP;	MOVSQ
 	// Live pointers out of the stack.
-	MOVQ	thawPlan_np(R8), CX
-	MOVQ	thawPlan_ptrs(R8), SI
-	MOVQ	thawPlan_ptrAt(R8), DX
+	MOVQ	ThawPlan_NP(R8), CX
+	MOVQ	ThawPlan_Ptrs(R8), SI
+	MOVQ	ThawPlan_PtrAt(R8), DX
 ploop:
 	TESTQ	CX, CX
 	JEQ	pdone
@@ -57,8 +57,8 @@ ploop:
 	JMP	ploop
 pdone:
 	// Pointers into the region: base + offset.
-	MOVQ	thawPlan_nr(R8), CX
-	MOVQ	thawPlan_refs(R8), SI
+	MOVQ	ThawPlan_NR(R8), CX
+	MOVQ	ThawPlan_Refs(R8), SI
 rloop:
 	TESTQ	CX, CX
 	JEQ	rdone
@@ -71,22 +71,22 @@ rloop:
 	JMP	rloop
 rdone:
 	// The outermost frame's saved BP is this frame's BP.
-	MOVQ	thawPlan_outerBP(R8), BX
+	MOVQ	ThawPlan_OuterBP(R8), BX
 	CMPQ	BX, $-1
 	JEQ	nobp
 	MOVQ	BP, (R10)(BX*8)
 nobp:
-	MOVQ	thawPlan_bp0(R8), BX
+	MOVQ	ThawPlan_BP0(R8), BX
 	ADDQ	R10, BX
-	MOVQ	thawPlan_pc0(R8), AX
+	MOVQ	ThawPlan_PC0(R8), AX
 	MOVQ	R10, CX
-	JMP	·scJump(SB)
+	JMP	·jump(SB)
 
 short:
-	MOVQ	$1, thawPlan_short(R8)
+	MOVQ	$1, ThawPlan_Short(R8)
 	RET
 
-// scJump: SP = CX, BP = BX, then continue at AX in the innermost thawed
+// jump: SP = CX, BP = BX, then continue at AX in the innermost thawed
 // frame as if its call to capture had returned a nil error (AX = BX = 0).
 // It writes SP, so it has no frame and is entered by JMP: it is never on
 // the stack.
@@ -94,7 +94,7 @@ short:
 // BP is set with XCHGQ BP, BX: vet's framepointer check flags a MOVQ into BP in a
 // frameless function, which here is not a clobber but the restoring of a
 // saved frame pointer.
-TEXT ·scJump(SB), NOSPLIT|NOFRAME, $0-0
+TEXT ·jump(SB), NOSPLIT|NOFRAME, $0-0
 	MOVQ	CX, SP
 	XCHGQ	BP, BX
 	MOVQ	AX, R8
@@ -104,20 +104,20 @@ TEXT ·scJump(SB), NOSPLIT|NOFRAME, $0-0
 	XORPS	X15, X15
 	JMP	R8
 
-// func scJumpBack(topOff uintptr)
-TEXT ·scJumpBack(SB), NOSPLIT|NOFRAME, $0-8
+// func JumpBack(topOff uintptr)
+TEXT ·JumpBack(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ	topOff+0(FP), CX
 	MOVQ	(TLS), R14
 	MOVQ	8(R14), DX	// g.stack.hi
-	SUBQ	CX, DX	// scEnter's SP
-	MOVQ	-8(DX), AX	// the body's return address, into scEnter
-	MOVQ	-16(DX), BX	// the body's saved BP: scEnter's BP
-	XCHGQ	BP, BX	// (XCHGQ: see scJump)
+	SUBQ	CX, DX	// Enter's SP
+	MOVQ	-8(DX), AX	// the body's return address, into Enter
+	MOVQ	-16(DX), BX	// the body's saved BP: Enter's BP
+	XCHGQ	BP, BX	// (XCHGQ: see jump)
 	MOVQ	DX, SP
 	JMP	AX
 
-// func scEnterPC() uintptr
-TEXT ·scEnterPC(SB), NOSPLIT|NOFRAME, $0-8
-	LEAQ	·scEnter(SB), AX
+// func EnterPC() uintptr
+TEXT ·EnterPC(SB), NOSPLIT|NOFRAME, $0-8
+	LEAQ	·Enter(SB), AX
 	MOVQ	AX, ret+0(FP)
 	RET
