@@ -210,6 +210,8 @@ func (c *stackChunk) capture(boundary uintptr) error {
 			switch {
 			case d.bad && len(s.frames) == 0:
 				return errors.New("weft: capture: the caller's frame cannot be described")
+			case d.bad && !d.fn.Valid():
+				return &errPinned{pinning.NativeFrame, pc} // not Go code
 			case d.bad:
 				return &errPinned{pinning.UnknownFrame, pc}
 			case d.goexit:
@@ -246,8 +248,9 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	g := rt.CurG()
 	if g.Defer != nil {
 		loOff, hiOff := g.StackHi-uintptr(base), g.StackHi-uintptr(base)-size
-		if sp, ok := deferIn(g, loOff, hiOff); ok {
-			return &errPinned{pinning.DeferRecord, sp}
+		if top, ok := deferIn(g, loOff, hiOff); ok {
+			// Name the frame the record belongs to.
+			return &errPinned{pinning.DeferRecord, s.framePC(uint32(g.StackHi - uintptr(base) - top))}
 		}
 	}
 
@@ -446,14 +449,14 @@ func (s *captureScratch) framePC(off uint32) uintptr {
 
 // deferIn reports whether a defer record of g belongs to a frame whose SP
 // lies between the offsets loOff and hiOff below g's stack top (loOff is
-// the larger), and returns that SP. Offsets, not addresses: this call may
-// move the stack.
+// the larger), and returns that SP as an offset below the stack top.
+// Offsets, not addresses: this call may move the stack.
 func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 	found, at := false, uintptr(0)
 	g.DeferSPs(func(sp uintptr) bool {
 		off := g.StackHi - sp
 		if hiOff < off && off <= loOff {
-			found, at = true, sp
+			found, at = true, off
 			return false
 		}
 		return true

@@ -3,6 +3,7 @@ package weft
 import (
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/pinning"
@@ -54,6 +55,11 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 			break
 		}
 	}
+	if !useStackCopy {
+		if pe := portableLocked(cur, t); pe != nil {
+			return t, pe
+		}
+	}
 	if useStackCopy {
 		cancelled, pe := cur.scSuspend(t)
 		if pe != nil {
@@ -89,6 +95,56 @@ func nilScope(op string) error {
 //go:noinline
 func notInScope(s *scope.Scope) error {
 	return fmt.Errorf("continuation.Yield(%v): %w (Yield must be called from the body of a running continuation of that scope, on the goroutine that runs it)", s, ErrNotInScope)
+}
+
+// portableLocked reports a yield to t that the portable backend must refuse
+// because a goroutine it would park is running a cgo callback, and so is
+// locked to its OS thread: the runtime's coroutine switch kills the process
+// when a locked goroutine switches to one whose locking differs. It checks
+// the calling goroutine (cur's body) and the goroutines of the enclosing
+// continuations up to t, which recorded their state when they called Run.
+// Without cgo calls there is nothing to check.
+//
+//go:noinline
+func portableLocked(cur, t *Cont) *pinning.Error {
+	if runtime.NumCgoCall() == 0 {
+		return nil
+	}
+	if pc := cgoCallbackPC(); pc != 0 {
+		return t.pinnedYield(pinning.NativeFrame, pc)
+	}
+	for x := cur; x != t; x = x.parent() {
+		if x.callerCgoPC != 0 {
+			return t.pinnedYield(pinning.NativeFrame, x.callerCgoPC)
+		}
+	}
+	return nil
+}
+
+// cgoCallbackPC returns the PC of a cgo callback frame on the calling
+// goroutine's stack, or 0 if there is none.
+func cgoCallbackPC() uintptr {
+	if runtime.NumCgoCall() == 0 {
+		return 0
+	}
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		frames := runtime.CallersFrames(pcs[:n])
+		for {
+			f, more := frames.Next()
+			if strings.HasPrefix(f.Function, "runtime.cgocallback") {
+				return f.PC + 1 // a return address, as Frame reports
+			}
+			if !more {
+				break
+			}
+		}
+		if n < len(pcs) {
+			return 0
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
 }
 
 // suspend (portable backend) parks c's body goroutine as part of a yield to t (c itself or a

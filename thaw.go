@@ -61,6 +61,9 @@ func (c *Cont) mounted(owner any) {
 	c.owner = owner
 	c.callerG = arch.G()
 	c.parentC, c.parentResolved = nil, false
+	if !useStackCopy {
+		c.callerCgoPC = cgoCallbackPC()
+	}
 	c.runs.Add(1)
 	normal := false
 	defer func() {

@@ -87,7 +87,10 @@ type Cont struct {
 
 	// Parent link, resolved lazily: the continuation whose body called Run
 	// (nil if Run was called from a plain goroutine).
-	callerG        uintptr
+	callerG uintptr
+	// callerCgoPC is the PC of a cgo callback frame on the stack of the
+	// goroutine that called Run, or 0 (portable backend).
+	callerCgoPC    uintptr
 	parentC        *Cont
 	parentResolved bool
 
