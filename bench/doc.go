@@ -34,9 +34,13 @@
 //	benchstat -filter '.name:RoundTrip .unit:sec/op' -col '/impl@(iter.Pull weft weft.Pull goroutine)' -row /depth bench.txt
 //	benchstat -filter '.name:SuspendedMemory' -col /impl bench.txt
 //
-// and against the recorded run of the portable backend:
+// and both backends side by side (the backend is fixed per process):
 //
-//	benchstat testdata/portable-linux-amd64.txt bench.txt
+//	bench/compare.sh 6 > bench.txt
+//
+// and against a recorded run:
+//
+//	benchstat testdata/both-linux-amd64.txt bench.txt
 //
 // A quick smoke run, as CI does it:
 //
