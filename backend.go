@@ -76,7 +76,8 @@ func checkptrBuild() bool {
 		return false
 	}
 	for _, s := range bi.Settings {
-		if s.Key == "-gcflags" && strings.Contains(s.Value, "checkptr") {
+		if s.Key == "-gcflags" && strings.Contains(s.Value, "checkptr") &&
+			!strings.Contains(s.Value, "checkptr=0") {
 			return true
 		}
 	}

@@ -99,6 +99,7 @@ func (c *stackChunk) frames() []chunkFrame {
 // allocate nothing and suspended chunks hold only what thaw needs.
 type captureScratch struct {
 	c       *stackChunk // the chunk being captured into
+	oldPtrs int         // len(c.ptrs) before this capture
 	words   []uintptr
 	frames  []chunkFrame
 	objs    []chunkObject
@@ -120,6 +121,11 @@ func putScratch(s *captureScratch) {
 // little memory as it needs.
 func (c *stackChunk) seal(s *captureScratch) {
 	n, np, nr := len(s.words), len(s.ptrAt), len(s.refs)
+	// The pointer array is reused: clear what the last capture left
+	// beyond this one's pointers, or the GC would keep it alive.
+	if len(c.ptrs) < s.oldPtrs {
+		clear(c.ptrs[len(c.ptrs):s.oldPtrs])
+	}
 	total := n + (np+2*nr+1)/2
 	if cap(c.mem) < total {
 		mem := make([]uintptr, total)
@@ -177,8 +183,20 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// frame of the region.
 	pc, sp := arch.CallerPCSP()
 	s := scratchPool.Get().(*captureScratch)
-	defer putScratch(s)
-	s.c = c
+	s.c, s.oldPtrs = c, len(c.ptrs)
+	err := c.captureIn(s, boundary, pc, sp)
+	if err != nil {
+		// Nothing is suspended: drop what the attempt published.
+		clear(c.ptrs[:max(len(c.ptrs), s.oldPtrs)])
+		c.ptrs = c.ptrs[:0]
+	}
+	putScratch(s)
+	return err
+}
+
+// captureIn is capture, given capture's own PC and SP, with the scratch s.
+// Its frame lies below capture's, outside the region.
+func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, sp unsafe.Pointer) error {
 	d := descFor(pc)
 	if d.bad {
 		return errors.New("weft: capture: its own frame cannot be described")
@@ -453,8 +471,7 @@ func (s *captureScratch) framePC(off uint32) uintptr {
 // Offsets, not addresses: this call may move the stack.
 func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 	found, at := false, uintptr(0)
-	g.DeferSPs(func(sp uintptr) bool {
-		off := g.StackHi - sp
+	g.DeferOffsets(func(off uintptr) bool {
 		if hiOff < off && off <= loOff {
 			found, at = true, off
 			return false
@@ -466,12 +483,14 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 
 // snapshot copies len(words) stack words from base into words and returns
 // base and g's stack bounds as integers, all taken at one stack position:
-// it is nosplit, so the stack cannot grow while it runs, and no safe point
-// inside it may shrink the stack (only an asynchronous preemption can stop
-// it, and the runtime never shrinks a stack stopped asynchronously). The
-// race detector and checkptr would insert calls into the loop, so both are
-// off here.
+// it is a nosplit function of its own (not inlined, so that the property
+// holds whatever its caller looks like), so the stack cannot grow while it
+// runs, and no safe point inside it may shrink the stack (only an
+// asynchronous preemption can stop it, and the runtime never moves a stack
+// stopped asynchronously). The race detector and checkptr would insert
+// calls into the loop, so both are off here.
 //
+//go:noinline
 //go:nosplit
 //go:norace
 //go:nocheckptr

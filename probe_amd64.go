@@ -3,7 +3,10 @@
 package weft
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/weftrt/weft/internal/rt"
 )
@@ -17,10 +20,46 @@ func stackCopyCheck() error {
 	if err := rt.Verify(); err != nil {
 		return err
 	}
+	if err := checkOpenCodedDefers(); err != nil {
+		return err
+	}
 	if err := probeRoundTrip(); err != nil {
 		return fmt.Errorf("the stack-copying probe failed: %w", err)
 	}
 	return nil
+}
+
+// checkOpenCodedDefers makes sure this package's deferred calls are
+// open-coded. Built with -N (optimisations off, as debuggers build), every
+// defer gets a runtime record instead; the record of (*Cont).mounted's
+// frame would then pin every yield to an enclosing scope (DeferRecord),
+// because that frame lies in the enclosing continuation's region. It looks
+// at deferShape, compiled with the same flags as mounted (naming mounted
+// here would make an initialization cycle).
+func checkOpenCodedDefers() error {
+	pc := reflect.ValueOf(deferShape).Pointer()
+	f := rt.FindFunc(pc)
+	if !f.Valid() || !strings.HasSuffix(f.Name(), ".deferShape") {
+		return fmt.Errorf("the probe function deferShape was not found at %#x (found %q)", pc, f.Name())
+	}
+	if f.FuncData(rt.FUNCDATAOpenCodedDeferInfo) == nil {
+		return errors.New("weft was built with optimisations off (-gcflags=-N): its deferred calls have runtime records, which would pin every nested yield")
+	}
+	return nil
+}
+
+// deferShape defers a call the way (*Cont).mounted does.
+//
+//go:noinline
+func deferShape(p *int) {
+	done := false
+	defer func() {
+		if !done {
+			*p = 1
+		}
+	}()
+	*p = 2
+	done = true
 }
 
 type probeNode struct{ v int }

@@ -63,14 +63,13 @@ type Stats = weft.Stats
 // # Lifetime
 //
 // A continuation that is dropped while suspended is reclaimed when its
-// Continuation becomes unreachable. On the portable backend its body
-// goroutine is then unwound as if by runtime.Goexit, which runs the body's
-// deferred calls on an internal goroutine; the stack-copying backend
-// discards the frozen frames without running them, as Loom does. Code that
-// needs its deferred calls to run at a known time must run the continuation
-// to completion. A body that keeps a reference to its own Continuation in a
-// variable live across a Yield keeps it reachable, and on the portable
-// backend is never reclaimed while suspended; use Current inside the body.
+// Continuation becomes unreachable. Its body is then unwound as if by
+// runtime.Goexit on an internal goroutine, which runs the body's deferred
+// calls (the stack-copying backend thaws the frozen frames there first).
+// Code that needs its deferred calls to run at a known time must run the
+// continuation to completion. A body that keeps a reference to its own
+// Continuation in a variable live across a Yield keeps it reachable, and is
+// never reclaimed while suspended; use Current inside the body.
 type Continuation struct {
 	c        *weft.Cont
 	onPinned func(*Continuation, pinning.Reason)

@@ -35,12 +35,14 @@ type deferRecord struct {
 	head      unsafe.Pointer
 }
 
-// DeferSPs calls yield with the frame SP of each defer record linked from
-// g, innermost first, until yield returns false. Open-coded defers have no
+// DeferOffsets calls yield with the frame SP of each defer record linked
+// from g, innermost first, until yield returns false. The SP is given as an
+// offset below g's stack top, computed where it is read, so that it stays
+// right if the stack moves while yield runs. Open-coded defers have no
 // record; defers in loops, and every defer in code built with -N, do.
-func (g *G) DeferSPs(yield func(sp uintptr) bool) {
+func (g *G) DeferOffsets(yield func(off uintptr) bool) {
 	for d := (*deferRecord)(g.Defer); d != nil; d = d.link {
-		if !yield(d.sp) {
+		if !yield(g.StackHi - d.sp) {
 			return
 		}
 	}

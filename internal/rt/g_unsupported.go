@@ -13,5 +13,5 @@ type G struct {
 // CurG returns nil: the layout of g is not mirrored here.
 func CurG() *G { return nil }
 
-// DeferSPs finds no records: the layout of g is not mirrored here.
-func (g *G) DeferSPs(yield func(sp uintptr) bool) {}
+// DeferOffsets finds no records: the layout of g is not mirrored here.
+func (g *G) DeferOffsets(yield func(off uintptr) bool) {}

@@ -18,19 +18,40 @@ type inlinedCall struct {
 // frame that continues at pc (a return address), innermost first, in the
 // form runtime.Callers gives them: pc itself for the innermost, and for
 // each function the compiler inlined it into, one past the PC of the call
-// site. runtime.CallersFrames turns each into one frame.
+// site. runtime.CallersFrames turns each into one frame. Like
+// runtime.Callers, it leaves out compiler-generated wrappers (method
+// values, promoted methods), physical or inlined.
 func (f Func) LogicalPCs(pc uintptr, out []uintptr) []uintptr {
-	out = append(out, pc)
 	tree := f.FuncData(FUNCDATAInlTree)
-	if tree == nil {
-		return out
+	ix := int32(-1)
+	if tree != nil {
+		ix = f.PCData(PCDATAInlTreeIndex, pc-1)
+	}
+	// The innermost logical frame is the inlined function at ix, or the
+	// physical function itself.
+	innermostID := f.FuncID()
+	if ix >= 0 {
+		innermostID = inlineCall(tree, ix).funcID
+	}
+	if innermostID != FuncIDWrapper {
+		out = append(out, pc)
 	}
 	entry := f.Entry()
-	for ix := f.PCData(PCDATAInlTreeIndex, pc-1); ix >= 0; {
-		call := (*inlinedCall)(unsafe.Add(tree, uintptr(ix)*unsafe.Sizeof(inlinedCall{})))
+	for ix >= 0 {
+		call := inlineCall(tree, ix)
 		parent := entry + uintptr(call.parentPc)
-		out = append(out, parent+1)
 		ix = f.PCData(PCDATAInlTreeIndex, parent)
+		id := f.FuncID() // the caller: inlined at ix, or the physical function
+		if ix >= 0 {
+			id = inlineCall(tree, ix).funcID
+		}
+		if id != FuncIDWrapper {
+			out = append(out, parent+1)
+		}
 	}
 	return out
+}
+
+func inlineCall(tree unsafe.Pointer, ix int32) *inlinedCall {
+	return (*inlinedCall)(unsafe.Add(tree, uintptr(ix)*unsafe.Sizeof(inlinedCall{})))
 }

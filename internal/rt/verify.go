@@ -13,6 +13,10 @@ import (
 // (internal/abi.FuncID_goexit), the same in Go 1.25 and 1.26.
 const FuncIDGoexit = 8
 
+// FuncIDWrapper is the runtime's FuncID of compiler-generated wrappers
+// (internal/abi.FuncIDWrapper), the same in Go 1.25 and 1.26.
+const FuncIDWrapper = 23
+
 // Verify checks that the mirrors describe the running program's runtime.
 // It looks functions up both through FindFunc and through the runtime's
 // public API (runtime.FuncForPC) and compares names and entries, checks the
@@ -50,10 +54,19 @@ func Verify() error {
 	if f.FuncID() != FuncIDGoexit || f.Flag()&FlagTopFrame == 0 {
 		return fmt.Errorf("weft/internal/rt: runtime.goexit has FuncID %d and flags %#x, want FuncID %d and the top-frame flag", f.FuncID(), f.Flag(), FuncIDGoexit)
 	}
+	// A method value is called through a compiler-generated wrapper.
+	w := FindFunc(reflect.ValueOf(verifyRecv{}.method).Pointer())
+	if !w.Valid() || !strings.HasSuffix(w.Name(), "-fm") || w.FuncID() != FuncIDWrapper {
+		return fmt.Errorf("weft/internal/rt: the method-value wrapper %q has FuncID %d, want %d", w.Name(), w.FuncID(), FuncIDWrapper)
+	}
 	errc := make(chan error)
 	go func() { errc <- verifyG() }() // on a goroutine with no defers of its own
 	return <-errc
 }
+
+type verifyRecv struct{}
+
+func (verifyRecv) method() {}
 
 // verifyG checks the mirror of g against what a goroutine can observe of
 // itself: its locals lie within its stack bounds, which follow the stack
@@ -124,7 +137,8 @@ func deferRecordVisible(g *G) error {
 	// Each record holds the SP of this frame: at or below its locals.
 	records, at := 0, uintptr(unsafe.Pointer(&local))
 	var bad uintptr
-	g.DeferSPs(func(sp uintptr) bool {
+	g.DeferOffsets(func(off uintptr) bool {
+		sp := g.StackHi - off
 		if records < 2 && (sp > at || sp < g.StackLo) {
 			bad = sp
 		}
