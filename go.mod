@@ -1,3 +1,5 @@
 module github.com/weftrt/weft
 
 go 1.25.0
+
+require golang.org/x/sys v0.47.0

@@ -1,0 +1,30 @@
+//go:build linux
+
+package scheduler
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// checkAffinity checks that every CPU in cpus is one this process may run on.
+func checkAffinity(cpus []int) error {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return fmt.Errorf("scheduler: reading the CPU affinity: %w", err)
+	}
+	for _, c := range cpus {
+		if c < 0 || !set.IsSet(c) {
+			return fmt.Errorf("scheduler: CPU %d is not available to this process (%d available)", c, set.Count())
+		}
+	}
+	return nil
+}
+
+// setAffinity binds the calling thread (locked by the caller) to cpu.
+func setAffinity(cpu int) {
+	var set unix.CPUSet
+	set.Set(cpu)
+	_ = unix.SchedSetaffinity(0, &set) // checked by New; best effort after
+}

@@ -1,0 +1,272 @@
+package scheduler
+
+import (
+	"runtime"
+	"sync"
+)
+
+// A carrier is a goroutine that runs virtual threads, one at a time. It
+// keeps a local run queue: it pushes and pops at the tail (the virtual
+// threads it made runnable last run first, which keeps a spawning tree
+// depth first and a woken partner hot), and other carriers steal from the
+// head.
+type carrier struct {
+	s    *Scheduler
+	id   int
+	cpu  int
+	temp bool // a compensation carrier: exits once nothing is blocked pinned
+
+	mu    sync.Mutex
+	queue []*VThread
+	head  int
+
+	wake chan struct{}
+}
+
+func (c *carrier) loop() {
+	s := c.s
+	normal := false
+	defer func() {
+		if !normal {
+			// A virtual thread called runtime.Goexit, which ends the
+			// goroutine running it: replace this carrier.
+			s.wg.Add(1)
+			go c.loop()
+		}
+		s.wg.Done()
+	}()
+	if s.lock {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	if c.cpu >= 0 {
+		setAffinity(c.cpu)
+	}
+	for {
+		vt := c.next()
+		if vt == nil {
+			if c.temp && int(s.blocked.Load()) < s.tempWanted() {
+				s.mu.Lock()
+				s.temp--
+				s.mu.Unlock()
+				normal = true
+				return
+			}
+			if s.closing.Load() && s.live.Load() == 0 {
+				normal = true
+				return
+			}
+			if s.det != nil && s.det.advance(s) {
+				continue
+			}
+			c.sleep()
+			continue
+		}
+		c.run(vt)
+	}
+}
+
+// run mounts vt until it parks, yields or finishes.
+func (c *carrier) run(vt *VThread) {
+	s := c.s
+	vt.state.Store(vtRunning)
+	vt.carrier = c
+	vt.cont.Run(vt)
+	vt.carrier = nil
+	if vt.cont.IsDone() {
+		s.finish(vt)
+		return
+	}
+	switch vt.action {
+	case actYield:
+		vt.state.Store(vtQueued)
+		s.readyBack(vt)
+	default: // actPark
+		vt.state.Store(vtParked)
+		if vt.permit.Load() && vt.state.CompareAndSwap(vtParked, vtQueued) {
+			c.push(vt)
+		}
+	}
+}
+
+func (c *carrier) push(vt *VThread) {
+	if d := c.s.det; d != nil {
+		d.push(vt)
+		return
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, vt)
+	c.mu.Unlock()
+}
+
+func (c *carrier) pop() *VThread {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == c.head {
+		return nil
+	}
+	vt := c.queue[len(c.queue)-1]
+	c.queue[len(c.queue)-1] = nil
+	c.queue = c.queue[:len(c.queue)-1]
+	c.compact()
+	return vt
+}
+
+// steal takes the oldest virtual thread of c's queue.
+func (c *carrier) steal() *VThread {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == c.head {
+		return nil
+	}
+	vt := c.queue[c.head]
+	c.queue[c.head] = nil
+	c.head++
+	c.compact()
+	return vt
+}
+
+func (c *carrier) compact() {
+	if c.head == len(c.queue) {
+		c.queue, c.head = c.queue[:0], 0
+	} else if c.head > 64 && c.head*2 > len(c.queue) {
+		n := copy(c.queue, c.queue[c.head:])
+		clear(c.queue[n:])
+		c.queue, c.head = c.queue[:n], 0
+	}
+}
+
+// next finds a runnable virtual thread: its own queue, the global queue,
+// then the other carriers'.
+func (c *carrier) next() *VThread {
+	s := c.s
+	if d := s.det; d != nil {
+		return d.pop()
+	}
+	if vt := c.pop(); vt != nil {
+		return vt
+	}
+	if vt := s.popGlobal(); vt != nil {
+		return vt
+	}
+	n := len(s.carriers)
+	for i := 1; i < n; i++ {
+		if vt := s.carriers[(c.id+i)%n].steal(); vt != nil {
+			return vt
+		}
+	}
+	return nil
+}
+
+// sleep waits until some carrier is told there is work.
+func (c *carrier) sleep() {
+	s := c.s
+	s.mu.Lock()
+	// Re-check under the lock: a submission made after next() came up
+	// empty is either visible now or will find this carrier idle.
+	if len(s.global) > 0 || (s.closing.Load() && s.live.Load() == 0) || c.hasWork() {
+		s.mu.Unlock()
+		return
+	}
+	s.idle = append(s.idle, c)
+	s.mu.Unlock()
+	<-c.wake
+}
+
+func (c *carrier) hasWork() bool {
+	for _, o := range c.s.carriers {
+		o.mu.Lock()
+		n := len(o.queue) - o.head
+		o.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ready makes vt runnable: on the current carrier's queue if a carrier is
+// running this code, else on the global queue; and wakes an idle carrier.
+func (s *Scheduler) ready(vt *VThread, spawn bool) {
+	if d := s.det; d != nil {
+		d.push(vt)
+		s.wakeOne()
+		return
+	}
+	if cur := Current(); cur != nil && cur.s == s && cur.carrier != nil {
+		cur.carrier.push(vt)
+		s.wakeOne()
+		return
+	}
+	s.mu.Lock()
+	s.global = append(s.global, vt)
+	s.mu.Unlock()
+	s.wakeOne()
+}
+
+// readyBack queues a virtual thread that yielded behind everything else.
+func (s *Scheduler) readyBack(vt *VThread) {
+	if d := s.det; d != nil {
+		d.push(vt)
+		return
+	}
+	s.mu.Lock()
+	s.global = append(s.global, vt)
+	s.mu.Unlock()
+	s.wakeOne()
+}
+
+func (s *Scheduler) popGlobal() *VThread {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.global) == 0 {
+		return nil
+	}
+	vt := s.global[0]
+	s.global[0] = nil
+	s.global = s.global[1:]
+	if len(s.global) == 0 {
+		s.global = nil
+	}
+	return vt
+}
+
+func (s *Scheduler) wakeOne() {
+	s.mu.Lock()
+	var c *carrier
+	if n := len(s.idle); n > 0 {
+		c = s.idle[n-1]
+		s.idle = s.idle[:n-1]
+	}
+	s.mu.Unlock()
+	if c != nil {
+		c.wake <- struct{}{}
+	}
+}
+
+func (s *Scheduler) wakeAll() {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.wake <- struct{}{}
+	}
+}
+
+// startTemp starts a compensation carrier.
+func (s *Scheduler) startTemp() {
+	s.mu.Lock()
+	s.temp++
+	c := &carrier{s: s, id: len(s.carriers), temp: true, wake: make(chan struct{}, 1), cpu: -1}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go c.loop()
+}
+
+// tempWanted is how many compensation carriers should be running.
+func (s *Scheduler) tempWanted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.temp
+}

@@ -1,0 +1,38 @@
+package scheduler
+
+import "time"
+
+// Stopper is a timer that can be stopped: *time.Timer, or a timer of the
+// deterministic mode's virtual clock.
+type Stopper interface {
+	// Stop prevents the timer from firing; it reports whether it did.
+	Stop() bool
+}
+
+// epoch is the time the virtual clock of deterministic schedulers starts
+// at.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Now returns the scheduler's current time: the wall clock, or in
+// deterministic mode the virtual clock.
+func (s *Scheduler) Now() time.Time {
+	if d := s.det; d != nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return epoch.Add(d.now)
+	}
+	return time.Now()
+}
+
+// AfterFunc calls f after d by the scheduler's clock (virtual in
+// deterministic mode, where f runs on the carrier; it must not block).
+func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
+	return s.afterFunc(d, f)
+}
+
+func (s *Scheduler) afterFunc(d time.Duration, f func()) Stopper {
+	if s.det != nil {
+		return s.det.afterFunc(d, f)
+	}
+	return time.AfterFunc(d, f)
+}

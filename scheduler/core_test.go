@@ -1,0 +1,149 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newTest(t *testing.T, opts Options) *Scheduler {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func TestGoJoin(t *testing.T) {
+	s := newTest(t, Options{})
+	want := errors.New("boom")
+	vt, err := s.Go(func(ctx context.Context) error {
+		if Current() == nil {
+			return errors.New("Current() is nil inside a virtual thread")
+		}
+		return want
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vt.Join(); got != want {
+		t.Fatalf("Join = %v, want %v", got, want)
+	}
+}
+
+func TestParkUnpark(t *testing.T) {
+	s := newTest(t, Options{})
+	var stage atomic.Int32
+	vt, _ := s.Go(func(ctx context.Context) error {
+		stage.Store(1)
+		for stage.Load() != 2 {
+			Park()
+		}
+		stage.Store(3)
+		return nil
+	})
+	for stage.Load() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	stage.Store(2)
+	vt.Unpark()
+	if err := vt.Join(); err != nil || stage.Load() != 3 {
+		t.Fatalf("Join = %v, stage %d", err, stage.Load())
+	}
+}
+
+func TestPanicSurfaces(t *testing.T) {
+	var handled atomic.Int32
+	s := newTest(t, Options{OnPanic: func(*VThread, any) { handled.Add(1) }})
+	vt, _ := s.Go(func(ctx context.Context) error { panic("oops") })
+	var pe *PanicError
+	if err := vt.Join(); !errors.As(err, &pe) || pe.Value != "oops" {
+		t.Fatalf("Join = %v", err)
+	}
+	if handled.Load() != 1 {
+		t.Fatalf("OnPanic called %d times", handled.Load())
+	}
+	// The carriers survive.
+	vt, _ = s.Go(func(ctx context.Context) error { return nil })
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSleepAndJoinFromVThread(t *testing.T) {
+	s := newTest(t, Options{})
+	vt, _ := s.Go(func(ctx context.Context) error {
+		child, _ := s.Go(func(ctx context.Context) error {
+			Sleep(5 * time.Millisecond)
+			return errors.New("child")
+		})
+		start := time.Now()
+		err := child.Join()
+		if time.Since(start) < 4*time.Millisecond {
+			return errors.New("joined too early")
+		}
+		return err
+	})
+	if err := vt.Join(); err == nil || err.Error() != "child" {
+		t.Fatalf("Join = %v", err)
+	}
+}
+
+func skynet(s *Scheduler, num, size, div int) int {
+	if size == 1 {
+		return num
+	}
+	var sum atomic.Int64
+	children := make([]*VThread, div)
+	for i := range div {
+		sub := num + i*(size/div)
+		children[i], _ = s.Go(func(ctx context.Context) error {
+			sum.Add(int64(skynet(s, sub, size/div, div)))
+			return nil
+		})
+	}
+	for _, c := range children {
+		c.Join()
+	}
+	return int(sum.Load())
+}
+
+func TestSkynetSmall(t *testing.T) {
+	s := newTest(t, Options{})
+	var got int
+	vt, _ := s.Go(func(ctx context.Context) error { got = skynet(s, 0, 10000, 10); return nil })
+	vt.Join()
+	if want := 10000 * 9999 / 2; got != want {
+		t.Fatalf("skynet = %d, want %d", got, want)
+	}
+}
+
+func TestDeterministicSleep(t *testing.T) {
+	s := newTest(t, Options{Deterministic: true, Seed: 1})
+	var order []int
+	var vts []*VThread
+	for i := 3; i >= 1; i-- {
+		vt, _ := s.Go(func(ctx context.Context) error {
+			Sleep(time.Duration(i) * time.Hour)
+			order = append(order, i)
+			return nil
+		})
+		vts = append(vts, vt)
+	}
+	for _, vt := range vts {
+		vt.Join()
+	}
+	if len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
+		t.Fatalf("woke in order %v", order)
+	}
+}

@@ -1,0 +1,526 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/pinning"
+	"github.com/weftrt/weft/scope"
+)
+
+// vthreadScope delimits every virtual thread's continuation, whatever its
+// scheduler: parking yields to it.
+var vthreadScope = scope.New("vthread")
+
+// Errors.
+var (
+	// ErrClosed: Go on a scheduler that is shutting down or shut down.
+	ErrClosed = errors.New("scheduler: closed")
+	// ErrGoexit: the virtual thread called runtime.Goexit.
+	ErrGoexit = errors.New("scheduler: virtual thread called runtime.Goexit")
+)
+
+// PanicError is what Join returns for a virtual thread that panicked.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the virtual thread's stack where it panicked
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("scheduler: virtual thread panicked: %v", e.Value)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// Options configure a Scheduler. The zero value is usable.
+type Options struct {
+	// Carriers is the number of carrier goroutines; 0 means GOMAXPROCS.
+	Carriers int
+	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)] (Linux;
+	// elsewhere New returns an error), for thread-per-core use.
+	CPUs []int
+	// MaxCompensation bounds the extra carriers started while virtual
+	// threads are blocked pinned; 0 means Carriers, negative means none.
+	MaxCompensation int
+	// LockOSThread locks each carrier to its OS thread. The default, nil,
+	// locks carriers on the stack-copying backend and not on the portable
+	// one, whose continuations must be resumed under the thread locking
+	// they were first run under (docs/limitations.md).
+	LockOSThread *bool
+	// Deterministic runs one carrier that picks the next runnable virtual
+	// thread with a random generator seeded by Seed, and gives Sleep and
+	// timers a virtual clock that jumps to the next timer when nothing is
+	// runnable. The same program with the same seed interleaves the same
+	// way, as long as only virtual threads of this scheduler wake each
+	// other (no plain goroutines, no I/O).
+	Deterministic bool
+	Seed          uint64
+	// OnPanic, if set, is called on the carrier with each virtual thread
+	// that panicked and the panic value, before Join returns it.
+	OnPanic func(vt *VThread, v any)
+	// Context is the parent of every virtual thread's context; nil means
+	// context.Background().
+	Context context.Context
+}
+
+// Scheduler runs virtual threads on carrier goroutines.
+type Scheduler struct {
+	opts     Options
+	ctx      context.Context
+	cancel   context.CancelFunc
+	lock     bool
+	carriers []*carrier
+
+	mu      sync.Mutex // guards global, temp, closing transitions
+	global  []*VThread // submitted from outside carriers, FIFO
+	idle    []*carrier // carriers waiting for work
+	temp    int        // running compensation carriers
+	blocked atomic.Int32
+
+	live    atomic.Int64 // virtual threads started and not finished
+	ids     atomic.Uint64
+	closing atomic.Bool
+	allDone chan struct{} // closed when closing and live reaches 0
+	doneOne sync.Once
+	wg      sync.WaitGroup // carriers
+
+	pinMu sync.Mutex
+	pins  map[PinSite]uint64
+
+	det *detState
+}
+
+// New starts a scheduler's carriers.
+func New(opts Options) (*Scheduler, error) {
+	if opts.Carriers <= 0 {
+		opts.Carriers = runtime.GOMAXPROCS(0)
+	}
+	if opts.Deterministic {
+		opts.Carriers = 1
+		opts.MaxCompensation = -1
+	}
+	if opts.MaxCompensation == 0 {
+		opts.MaxCompensation = opts.Carriers
+	}
+	if len(opts.CPUs) > 0 {
+		if err := checkAffinity(opts.CPUs); err != nil {
+			return nil, err
+		}
+	}
+	parent := opts.Context
+	if parent == nil {
+		parent = context.Background()
+	}
+	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64)}
+	s.ctx, s.cancel = context.WithCancel(parent)
+	s.lock = weft.ActiveBackend() == weft.StackCopying
+	if opts.LockOSThread != nil {
+		s.lock = *opts.LockOSThread
+	}
+	if opts.Deterministic {
+		s.det = &detState{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
+	}
+	for i := range opts.Carriers {
+		c := &carrier{s: s, id: i, wake: make(chan struct{}, 1), cpu: -1}
+		if len(opts.CPUs) > 0 {
+			c.cpu = opts.CPUs[i%len(opts.CPUs)]
+		}
+		s.carriers = append(s.carriers, c)
+	}
+	for _, c := range s.carriers {
+		s.wg.Add(1)
+		go c.loop()
+	}
+	return s, nil
+}
+
+// VThread is a virtual thread: a function running in a continuation that
+// parks by yielding and is resumed by whichever carrier picks it up.
+type VThread struct {
+	s      *Scheduler
+	id     uint64
+	name   string
+	cont   *weft.Cont
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	carrier *carrier // the carrier running it, while it runs
+
+	state  atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
+	permit atomic.Bool
+	action int32 // what the last yield asked of the carrier: actPark, actYield
+	pinCh  chan struct{}
+
+	err     error
+	done    chan struct{}
+	joinMu  sync.Mutex
+	joiners []*waiter // virtual threads waiting in Join or Wait
+	// sleepSeq numbers Sleep calls, so that a stale virtual timer is
+	// ignored (deterministic mode).
+	sleepSeq uint64
+}
+
+const (
+	vtRunning int32 = iota
+	vtParked
+	vtQueued
+	vtPinned
+	vtDone
+)
+
+const (
+	actPark int32 = iota
+	actYield
+)
+
+// Go starts fn in a new virtual thread. fn gets the virtual thread's
+// context, which is cancelled when the scheduler shuts down without
+// draining or when a Group it belongs to fails. The error fn returns is
+// what Join returns. Go returns ErrClosed once Shutdown or Close has begun.
+func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
+	return s.GoNamed("", fn)
+}
+
+// GoNamed is Go with a name, which String and the vthread's pprof labels
+// show.
+func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
+	return s.start(name, s.ctx, fn)
+}
+
+func (s *Scheduler) start(name string, parent context.Context, fn func(ctx context.Context) error) (*VThread, error) {
+	if fn == nil {
+		panic("scheduler.Go: nil function")
+	}
+	if s.closing.Load() {
+		return nil, ErrClosed
+	}
+	vt := &VThread{s: s, id: s.ids.Add(1), name: name, done: make(chan struct{}), pinCh: make(chan struct{}, 1)}
+	vt.ctx, vt.cancel = context.WithCancel(parent)
+	vt.cont = weft.NewCont(vthreadScope, func() { vt.body(fn) })
+	s.live.Add(1)
+	vt.state.Store(vtQueued)
+	s.ready(vt, true)
+	return vt, nil
+}
+
+// body runs fn and records how it ended. A panic is recovered here, so it
+// never reaches a carrier.
+func (vt *VThread) body(fn func(ctx context.Context) error) {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		if r := recover(); r != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			vt.err = &PanicError{Value: r, Stack: buf}
+			if h := vt.s.opts.OnPanic; h != nil {
+				h(vt, r)
+			}
+			return
+		}
+		vt.err = ErrGoexit // runtime.Goexit: it goes on unwinding the carrier
+	}()
+	vt.err = fn(vt.ctx)
+	normal = true
+}
+
+// ID returns the virtual thread's identifier, unique within its scheduler.
+func (vt *VThread) ID() uint64 { return vt.id }
+
+// Name returns the name given to GoNamed, or "".
+func (vt *VThread) Name() string { return vt.name }
+
+// Context returns the virtual thread's context.
+func (vt *VThread) Context() context.Context { return vt.ctx }
+
+// Scheduler returns the scheduler the virtual thread runs on.
+func (vt *VThread) Scheduler() *Scheduler { return vt.s }
+
+func (vt *VThread) String() string {
+	if vt.name != "" {
+		return fmt.Sprintf("vthread %d (%s)", vt.id, vt.name)
+	}
+	return fmt.Sprintf("vthread %d", vt.id)
+}
+
+// Done returns a channel closed when the virtual thread has finished.
+func (vt *VThread) Done() <-chan struct{} { return vt.done }
+
+// Join waits for the virtual thread to finish and returns the error its
+// function returned, a *PanicError if it panicked, or ErrGoexit. Called
+// from a virtual thread it parks; from a goroutine it blocks.
+func (vt *VThread) Join() error {
+	select {
+	case <-vt.done:
+		return vt.err
+	default:
+	}
+	if cur := Current(); cur != nil {
+		if cur == vt {
+			panic("scheduler: a virtual thread cannot Join itself")
+		}
+		if w := vt.addJoiner(); w != nil {
+			w.wait()
+		}
+		return vt.err
+	}
+	<-vt.done
+	return vt.err
+}
+
+// addJoiner queues a waiter for the calling virtual thread on vt's end, or
+// returns nil if vt has already finished.
+func (vt *VThread) addJoiner() *waiter {
+	vt.joinMu.Lock()
+	defer vt.joinMu.Unlock()
+	select {
+	case <-vt.done:
+		return nil
+	default:
+	}
+	w := newWaiter()
+	vt.joiners = append(vt.joiners, w)
+	return w
+}
+
+// Wait is Join with a context: it returns ctx.Err() if ctx ends first.
+func (vt *VThread) Wait(ctx context.Context) error {
+	select {
+	case <-vt.done:
+		return vt.err
+	default:
+	}
+	if Current() != nil {
+		if w := vt.addJoiner(); w != nil {
+			stop := context.AfterFunc(ctx, func() { w.wake() })
+			w.wait()
+			stop()
+		}
+	} else {
+		select {
+		case <-vt.done:
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-vt.done:
+		return vt.err
+	default:
+		return ctx.Err()
+	}
+}
+
+// Current returns the virtual thread running on the calling goroutine, or
+// nil if it is not running one.
+func Current() *VThread {
+	c := weft.Current(vthreadScope)
+	if c == nil {
+		return nil
+	}
+	vt, _ := c.Owner().(*VThread)
+	return vt
+}
+
+// Park parks the calling virtual thread until Unpark is called for it,
+// with java.util.concurrent.locks.LockSupport semantics: a permit that
+// Unpark makes available and Park consumes, so an Unpark before the Park
+// is not lost. Park may also return spuriously; callers re-check their
+// condition in a loop. Called from a plain goroutine it panics.
+//
+// If the virtual thread cannot be suspended (it is pinned: a cgo callback,
+// pinning.Do, a reflect call... on its stack), Park blocks its carrier
+// instead, and the scheduler may start an extra carrier meanwhile.
+func Park() {
+	vt := Current()
+	if vt == nil {
+		panic("scheduler.Park: not called from a virtual thread")
+	}
+	vt.park()
+}
+
+func (vt *VThread) park() {
+	if vt.permit.CompareAndSwap(true, false) {
+		return
+	}
+	vt.action = actPark
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		vt.s.parkPinned(vt, perr)
+	}
+	vt.permit.CompareAndSwap(true, false)
+}
+
+// Unpark makes the permit of vt available and, if vt is parked, makes it
+// runnable. It may be called from any goroutine or virtual thread.
+func (vt *VThread) Unpark() {
+	vt.permit.Store(true)
+	switch {
+	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		vt.s.ready(vt, false)
+	case vt.state.CompareAndSwap(vtPinned, vtRunning):
+		vt.pinCh <- struct{}{}
+	}
+}
+
+// Yield lets other runnable virtual threads run before the caller goes on.
+// From a plain goroutine it calls runtime.Gosched.
+func Yield() {
+	vt := Current()
+	if vt == nil {
+		runtime.Gosched()
+		return
+	}
+	vt.action = actYield
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		vt.s.countPin(perr)
+		runtime.Gosched()
+	}
+}
+
+// Sleep pauses the calling virtual thread for at least d (by the
+// scheduler's clock: virtual in deterministic mode). From a plain
+// goroutine it calls time.Sleep.
+func Sleep(d time.Duration) {
+	vt := Current()
+	if vt == nil {
+		time.Sleep(d)
+		return
+	}
+	if d <= 0 {
+		Yield()
+		return
+	}
+	s := vt.s
+	deadline := s.Now().Add(d)
+	t := s.afterFunc(d, vt.Unpark)
+	for s.Now().Before(deadline) {
+		vt.park()
+	}
+	t.Stop()
+}
+
+// parkPinned blocks the carrier of a virtual thread whose park could not
+// suspend it, until Unpark.
+func (s *Scheduler) parkPinned(vt *VThread, perr *pinning.Error) {
+	s.countPin(perr)
+	n := s.blocked.Add(1)
+	defer s.blocked.Add(-1)
+	if int(n) <= s.opts.MaxCompensation {
+		s.startTemp()
+	}
+	vt.state.Store(vtPinned)
+	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
+		return
+	}
+	<-vt.pinCh
+}
+
+// PinSite identifies where virtual threads were pinned: the reason and the
+// function whose frame pinned.
+type PinSite struct {
+	Reason   pinning.Reason
+	Function string
+}
+
+func (s *Scheduler) countPin(perr *pinning.Error) {
+	site := PinSite{Reason: perr.Reason, Function: perr.Frame.Function}
+	s.pinMu.Lock()
+	s.pins[site]++
+	s.pinMu.Unlock()
+}
+
+// PinEvent is one row of Pins.
+type PinEvent struct {
+	PinSite
+	Count uint64
+}
+
+// Pins returns how many times virtual threads could not be suspended when
+// they parked or yielded, by reason and site, most frequent first.
+func (s *Scheduler) Pins() []PinEvent {
+	s.pinMu.Lock()
+	out := make([]PinEvent, 0, len(s.pins))
+	for k, v := range s.pins {
+		out = append(out, PinEvent{k, v})
+	}
+	s.pinMu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		if out[i].Reason != out[j].Reason {
+			return out[i].Reason < out[j].Reason
+		}
+		return out[i].Function < out[j].Function
+	})
+	return out
+}
+
+// Live returns the number of virtual threads started and not finished.
+func (s *Scheduler) Live() int { return int(s.live.Load()) }
+
+// finish records the end of vt, run on its carrier.
+func (s *Scheduler) finish(vt *VThread) {
+	vt.state.Store(vtDone)
+	vt.cancel()
+	vt.joinMu.Lock()
+	close(vt.done)
+	joiners := vt.joiners
+	vt.joiners = nil
+	vt.joinMu.Unlock()
+	for _, w := range joiners {
+		w.wake()
+	}
+	if s.live.Add(-1) == 0 && s.closing.Load() {
+		s.doneOne.Do(func() { close(s.allDone) })
+		s.wakeAll()
+	}
+}
+
+// Shutdown stops accepting new virtual threads and waits for the running
+// ones to finish (draining). If ctx ends first, it cancels the contexts of
+// the virtual threads still running and waits for them to finish, and
+// returns ctx.Err(). The carriers have exited when it returns nil.
+func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	if s.live.Load() == 0 {
+		s.doneOne.Do(func() { close(s.allDone) })
+	}
+	s.wakeAll()
+	var err error
+	select {
+	case <-s.allDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.cancel()
+		<-s.allDone
+	}
+	s.cancel()
+	s.wakeAll()
+	s.wg.Wait()
+	return err
+}
+
+// Close cancels every virtual thread's context, waits for them all to
+// finish, and stops the carriers.
+func (s *Scheduler) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// A waiter is one party blocked until something happens: a virtual thread,
+// which parks, or a plain goroutine, which blocks on a channel. The
+// synchronisation types queue waiters; whoever makes the awaited thing
+// happen calls wake. A waiter wakes once: by wake, or by its timeout.
+type waiter struct {
+	vt    *VThread
+	ch    chan struct{}
+	state atomic.Int32 // waiting, woken, timedOut
+	next  *waiter      // in a wait queue
+
+	// Payload for channel operations: the value handed over, and for a
+	// select, which case won.
+	val   any
+	ok    bool
+	sel   *selectWait
+	index int
+}
+
+const (
+	waiting int32 = iota
+	woken
+	timedOut
+)
+
+// newWaiter returns a waiter for the calling virtual thread or goroutine.
+func newWaiter() *waiter {
+	if vt := Current(); vt != nil {
+		return &waiter{vt: vt}
+	}
+	return &waiter{ch: make(chan struct{}, 1)}
+}
+
+// wake wakes w if it is still waiting, and reports whether it did.
+func (w *waiter) wake() bool {
+	if !w.state.CompareAndSwap(waiting, woken) {
+		return false
+	}
+	w.signal()
+	return true
+}
+
+func (w *waiter) signal() {
+	if w.vt != nil {
+		w.vt.Unpark()
+	} else {
+		w.ch <- struct{}{}
+	}
+}
+
+// wait blocks until w is woken.
+func (w *waiter) wait() {
+	if w.vt != nil {
+		for w.state.Load() == waiting {
+			w.vt.park()
+		}
+		return
+	}
+	<-w.ch
+}
+
+// waitFor blocks until w is woken or d passes (by the scheduler's clock for
+// a virtual thread), and reports whether it was woken. d < 0 waits for
+// ever.
+func (w *waiter) waitFor(d time.Duration) bool {
+	if d < 0 {
+		w.wait()
+		return true
+	}
+	expire := func() {
+		if w.state.CompareAndSwap(waiting, timedOut) {
+			w.signal()
+		}
+	}
+	var t Stopper
+	if w.vt != nil {
+		t = w.vt.s.afterFunc(d, expire)
+	} else {
+		t = time.AfterFunc(d, expire)
+	}
+	if w.vt != nil {
+		for w.state.Load() == waiting {
+			w.vt.park()
+		}
+	} else {
+		<-w.ch
+	}
+	t.Stop()
+	return w.state.Load() == woken
+}
+
+// selectWait ties together the waiters of one select: the first case to
+// fire wins it.
+type selectWait struct {
+	done atomic.Bool
+}
