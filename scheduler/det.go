@@ -107,8 +107,8 @@ func (h timerHeap) Less(i, j int) bool {
 	}
 	return h[i].seq < h[j].seq
 }
-func (h timerHeap) Swap(i, j int)  { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *timerHeap) Push(x any)    { t := x.(*vtimer); t.index = len(*h); *h = append(*h, t) }
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *timerHeap) Push(x any)   { t := x.(*vtimer); t.index = len(*h); *h = append(*h, t) }
 func (h *timerHeap) Pop() any {
 	old := *h
 	t := old[len(old)-1]
