@@ -1,0 +1,89 @@
+package scheduler
+
+import (
+	"context"
+	"runtime"
+	"sync"
+)
+
+// A Group runs child virtual threads as one task, with errgroup semantics:
+// Wait waits for all of them, and the first child to fail (return an error
+// or panic) cancels the group's context, which every child's context
+// derives from, so the others can stop early. Create one with NewGroup.
+type Group struct {
+	s      *Scheduler
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	children []*VThread
+	err      error
+}
+
+// NewGroup returns a group of virtual threads on s whose context derives
+// from ctx, and that context.
+func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
+	gctx, cancel := context.WithCancelCause(ctx)
+	return &Group{s: s, ctx: gctx, cancel: cancel}, gctx
+}
+
+// Go starts fn in a child virtual thread whose context is the group's. It
+// returns ErrClosed if the scheduler is shutting down.
+func (g *Group) Go(fn func(ctx context.Context) error) error {
+	vt, err := g.s.start("", g.ctx, func(ctx context.Context) error {
+		panicked := true
+		defer func() {
+			if panicked {
+				if r := recover(); r != nil {
+					buf := make([]byte, 64<<10)
+					g.fail(&PanicError{Value: r, Stack: buf[:runtime.Stack(buf, false)]})
+					panic(r) // and Join of this child reports it too
+				}
+			}
+		}()
+		err := fn(ctx)
+		panicked = false
+		if err != nil {
+			g.fail(err)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.children = append(g.children, vt)
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *Group) fail(err error) {
+	g.mu.Lock()
+	first := g.err == nil
+	if first {
+		g.err = err
+	}
+	g.mu.Unlock()
+	if first {
+		g.cancel(err)
+	}
+}
+
+// Wait waits for every child started so far, and for any they start
+// meanwhile, then cancels the group's context and returns the first
+// child's error (a *PanicError for a panic), or nil. Called from a virtual
+// thread it parks; from a goroutine it blocks.
+func (g *Group) Wait() error {
+	for i := 0; ; i++ {
+		g.mu.Lock()
+		if i >= len(g.children) {
+			err := g.err
+			g.mu.Unlock()
+			g.cancel(context.Canceled)
+			return err
+		}
+		vt := g.children[i]
+		g.mu.Unlock()
+		vt.Join()
+	}
+}
