@@ -26,6 +26,22 @@
 //     and ns/elem is ns/op divided by 1,000.
 //   - BenchmarkCoroutineResume: one Resume of a continuation.Coroutine,
 //     against the same typed coroutine written by hand on iter.Pull.
+//   - BenchmarkSkynet: the skynet tree, a million leaves and 1,111,111
+//     units spawned, joined and summed, as virtual threads of a
+//     scheduler (impl=vthread) and as the classic goroutines with
+//     unbuffered channels (impl=goroutine); one op is the whole tree,
+//     ns/spawn is per unit.
+//   - BenchmarkSpawn: starting one unit that does nothing and waiting for
+//     it: a virtual thread started and joined from a goroutine
+//     (from=goroutine) or from a virtual thread (from=vthread), against
+//     go plus a sync.WaitGroup.
+//   - BenchmarkParkedMemory: as BenchmarkSuspendedMemory, for 10,000
+//     virtual threads parked in scheduler.Park against 10,000 goroutines
+//     parked on a channel: B/parked, heap-B/parked, stack-B/parked and
+//     ns/park.
+//   - BenchmarkPingPong: one round trip between two virtual threads that
+//     Park until the other Unparks them, on one carrier and on GOMAXPROCS
+//     carriers, against two goroutines over unbuffered channels.
 //
 // Sub-benchmarks are named key=value (impl=weft/depth=10) so that
 // benchstat can slice them. Run them all, several times, and compare:
@@ -48,7 +64,9 @@
 //
 // `go test ./bench` runs only the tests that check the benchmark helpers
 // (each peer suspends at the depth it claims and yields as often as it is
-// resumed, and tears down every goroutine it started).
+// resumed, and tears down every goroutine it started; the scheduler
+// benchmarks' skynets sum correctly, their ping-pongs take the turns they
+// claim, and they leave no goroutine behind).
 //
 // The results, the machine they were taken on and how to read them are in
 // docs/benchmarks.md; testdata holds the raw output they came from, and

@@ -21,6 +21,10 @@ type carrier struct {
 	head  int
 
 	wake chan struct{}
+
+	// cur is the virtual thread this carrier is running, so that the
+	// carrier can finish it if it ends the carrier's goroutine (Goexit).
+	cur *VThread
 }
 
 func (c *carrier) loop() {
@@ -29,7 +33,13 @@ func (c *carrier) loop() {
 	defer func() {
 		if !normal {
 			// A virtual thread called runtime.Goexit, which ends the
-			// goroutine running it: replace this carrier.
+			// goroutine running it: it is done, and this carrier is
+			// replaced.
+			if vt := c.cur; vt != nil {
+				c.cur = nil
+				vt.carrier = nil
+				s.finish(vt, nil)
+			}
 			s.wg.Add(1)
 			go c.loop()
 		}
@@ -37,18 +47,23 @@ func (c *carrier) loop() {
 	}()
 	if s.lock {
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
-	if c.cpu >= 0 {
-		setAffinity(c.cpu)
+		var restore func() bool
+		if c.cpu >= 0 { // New allows CPUs only with locked carriers
+			restore = setAffinity(c.cpu)
+		}
+		defer func() {
+			// A thread bound to a CPU goes back to the runtime's pool,
+			// which runs other goroutines on it, as it was before; if
+			// that fails, it ends with this goroutine instead.
+			if restore == nil || restore() {
+				runtime.UnlockOSThread()
+			}
+		}()
 	}
 	for {
 		vt := c.next()
 		if vt == nil {
-			if c.temp && int(s.blocked.Load()) < s.tempWanted() {
-				s.mu.Lock()
-				s.temp--
-				s.mu.Unlock()
+			if c.temp && s.retireTemp() {
 				normal = true
 				return
 			}
@@ -71,10 +86,12 @@ func (c *carrier) run(vt *VThread) {
 	s := c.s
 	vt.state.Store(vtRunning)
 	vt.carrier = c
+	c.cur = vt
 	vt.cont.Run(vt)
+	c.cur = nil
 	vt.carrier = nil
 	if vt.cont.IsDone() {
-		s.finish(vt)
+		s.finish(vt, c)
 		return
 	}
 	switch vt.action {
@@ -92,6 +109,15 @@ func (c *carrier) run(vt *VThread) {
 func (c *carrier) push(vt *VThread) {
 	if d := c.s.det; d != nil {
 		d.push(vt)
+		return
+	}
+	if c.temp {
+		// Nobody steals from a compensation carrier, and it may block
+		// pinned at any time: what it makes runnable goes where every
+		// carrier looks.
+		c.s.mu.Lock()
+		c.s.global = append(c.s.global, vt)
+		c.s.mu.Unlock()
 		return
 	}
 	c.mu.Lock()
@@ -264,9 +290,16 @@ func (s *Scheduler) startTemp() {
 	go c.loop()
 }
 
-// tempWanted is how many compensation carriers should be running.
-func (s *Scheduler) tempWanted() int {
+// retireTemp reports whether an idle compensation carrier should exit,
+// because fewer carriers are blocked pinned than compensation carriers
+// run, and if so counts it out, in one step so that two idle ones cannot
+// both leave.
+func (s *Scheduler) retireTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.temp
+	if int(s.blocked.Load()) < s.temp {
+		s.temp--
+		return true
+	}
+	return false
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weftrt/weft"
 )
 
 func newTest(t *testing.T, opts Options) *Scheduler {
@@ -145,5 +147,24 @@ func TestDeterministicSleep(t *testing.T) {
 	}
 	if len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
 		t.Fatalf("woke in order %v", order)
+	}
+}
+
+// Locked carriers and the portable backend: a portable continuation must be
+// resumed under the thread locking it was first run under, so New refuses
+// locked carriers that virtual threads could move between.
+func TestLockedCarriersNeedStackCopying(t *testing.T) {
+	lock := true
+	s, err := New(Options{Carriers: 2, LockOSThread: &lock})
+	if weft.ActiveBackend() == weft.StackCopying {
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		s.Close()
+		return
+	}
+	if err == nil {
+		s.Close()
+		t.Fatal("New accepted locked carriers on the portable backend")
 	}
 }

@@ -49,7 +49,10 @@ type Options struct {
 	// Carriers is the number of carrier goroutines; 0 means GOMAXPROCS.
 	Carriers int
 	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)] (Linux;
-	// elsewhere New returns an error), for thread-per-core use.
+	// elsewhere New returns an error), for thread-per-core use. It needs
+	// carriers locked to their threads (LockOSThread); New returns an
+	// error otherwise. A carrier's thread gets its affinity back when the
+	// carrier exits.
 	CPUs []int
 	// MaxCompensation bounds the extra carriers started while virtual
 	// threads are blocked pinned; 0 means Carriers, negative means none.
@@ -128,6 +131,18 @@ func New(opts Options) (*Scheduler, error) {
 	s.lock = weft.ActiveBackend() == weft.StackCopying
 	if opts.LockOSThread != nil {
 		s.lock = *opts.LockOSThread
+	}
+	if s.lock && weft.ActiveBackend() != weft.StackCopying && (opts.Carriers > 1 || opts.MaxCompensation >= 0) {
+		// A portable continuation must be resumed under the thread locking
+		// it was first run under; virtual threads move between carriers.
+		s.cancel()
+		return nil, errors.New("scheduler: on the portable backend, carriers locked to OS threads need Carriers: 1 and MaxCompensation: -1 (" + weft.Backend() + ")")
+	}
+	if len(opts.CPUs) > 0 && !s.lock {
+		// Binding an unlocked carrier would bind whichever thread it
+		// happened to be on, for other goroutines, and not the carrier.
+		s.cancel()
+		return nil, errors.New("scheduler: CPUs needs carriers locked to their OS threads (LockOSThread)")
 	}
 	if opts.Deterministic {
 		s.det = &detState{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
@@ -365,10 +380,20 @@ func (vt *VThread) park() {
 
 // Unpark makes the permit of vt available and, if vt is parked, makes it
 // runnable. It may be called from any goroutine or virtual thread.
-func (vt *VThread) Unpark() {
+func (vt *VThread) Unpark() { vt.unparkOn(nil) }
+
+// unparkOn is Unpark called by carrier c itself, outside any virtual
+// thread, or by anyone else with c nil: c queues vt if it makes it
+// runnable.
+func (vt *VThread) unparkOn(c *carrier) {
 	vt.permit.Store(true)
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		if c != nil {
+			c.push(vt)
+			vt.s.wakeOne()
+			return
+		}
 		vt.s.ready(vt, false)
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
 		vt.pinCh <- struct{}{}
@@ -472,8 +497,11 @@ func (s *Scheduler) Pins() []PinEvent {
 // Live returns the number of virtual threads started and not finished.
 func (s *Scheduler) Live() int { return int(s.live.Load()) }
 
-// finish records the end of vt, run on its carrier.
-func (s *Scheduler) finish(vt *VThread) {
+// finish records the end of vt, run on its carrier c. The virtual threads
+// joining vt go on c's run queue, as they would if vt had woken them
+// itself, so that a joining parent runs next, keeping a spawning tree depth
+// first; c is nil where the carrier cannot take them (Goexit).
+func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	vt.state.Store(vtDone)
 	vt.cancel()
 	vt.joinMu.Lock()
@@ -482,6 +510,12 @@ func (s *Scheduler) finish(vt *VThread) {
 	vt.joiners = nil
 	vt.joinMu.Unlock()
 	for _, w := range joiners {
+		if c != nil && w.vt != nil {
+			if w.state.CompareAndSwap(waiting, woken) {
+				w.vt.unparkOn(c)
+			}
+			continue
+		}
 		w.wake()
 	}
 	if s.live.Add(-1) == 0 && s.closing.Load() {
@@ -491,36 +525,41 @@ func (s *Scheduler) finish(vt *VThread) {
 }
 
 // Shutdown stops accepting new virtual threads and waits for the running
-// ones to finish (draining). If ctx ends first, it cancels the contexts of
-// the virtual threads still running and waits for them to finish, and
-// returns ctx.Err(). The carriers have exited when it returns nil.
+// ones to finish (draining); the carriers have exited when it returns nil.
+// If ctx ends first, Shutdown cancels the contexts of the virtual threads
+// still running and returns ctx.Err() without waiting further, as
+// http.Server.Shutdown does: the carriers exit once the last of them has
+// finished. Cancelling a context does not interrupt a Park, so a virtual
+// thread must watch its context to be cancelled.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	if s.live.Load() == 0 {
 		s.doneOne.Do(func() { close(s.allDone) })
 	}
 	s.wakeAll()
-	var err error
 	select {
 	case <-s.allDone:
 	case <-ctx.Done():
-		err = ctx.Err()
 		s.cancel()
-		<-s.allDone
+		return ctx.Err()
 	}
 	s.cancel()
 	s.wakeAll()
 	s.wg.Wait()
-	return err
+	return nil
 }
 
 // Close cancels every virtual thread's context, waits for them all to
 // finish, and stops the carriers.
 func (s *Scheduler) Close() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
+	s.closing.Store(true)
+	s.cancel()
+	if s.live.Load() == 0 {
+		s.doneOne.Do(func() { close(s.allDone) })
 	}
+	s.wakeAll()
+	<-s.allDone
+	s.wakeAll()
+	s.wg.Wait()
 	return nil
 }

@@ -1,0 +1,461 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/internal/goroutines"
+	"github.com/weftrt/weft/scheduler"
+)
+
+// This file measures the virtual-thread scheduler against goroutines, the
+// thing it is an alternative to: skynet (a million-leaf spawn tree),
+// spawning and joining one unit, the memory one parked unit holds, and a
+// park/unpark ping-pong. The tests at the end check the helpers.
+
+// skynetLeaves is the number of leaves of BenchmarkSkynet's tree: 10^6,
+// so 1,111,111 units in all with the root.
+const skynetLeaves = 1_000_000
+
+// skynetUnits is the number of units a skynet tree of leaves leaves
+// starts, its root included.
+func skynetUnits(leaves int) int {
+	n := 1
+	for l := leaves; l > 1; l /= 10 {
+		n += l
+	}
+	return n
+}
+
+// newScheduler starts a scheduler for a benchmark or a test, panicking if
+// it cannot.
+func newScheduler(opts scheduler.Options) *scheduler.Scheduler {
+	s, err := scheduler.New(opts)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func shutdown(s *scheduler.Scheduler) {
+	if err := s.Shutdown(context.Background()); err != nil {
+		panic(err)
+	}
+}
+
+// mustGo is s.Go for the benchmarks, whose schedulers are never closed
+// while they run.
+func mustGo(s *scheduler.Scheduler, fn func(ctx context.Context) error) *scheduler.VThread {
+	vt, err := s.Go(fn)
+	if err != nil {
+		panic(err)
+	}
+	return vt
+}
+
+// skynetVThread sums num .. num+size-1 with a 10-ary tree of virtual
+// threads: each node starts its ten children, joins them, and adds up
+// what they left in its array.
+func skynetVThread(s *scheduler.Scheduler, num, size int) int {
+	if size == 1 {
+		return num
+	}
+	var kids [10]*scheduler.VThread
+	var sums [10]int
+	for i := range kids {
+		sub := num + i*(size/10)
+		kids[i] = mustGo(s, func(ctx context.Context) error {
+			sums[i] = skynetVThread(s, sub, size/10)
+			return nil
+		})
+	}
+	sum := 0
+	for i, k := range kids {
+		if err := k.Join(); err != nil {
+			panic(err)
+		}
+		sum += sums[i]
+	}
+	return sum
+}
+
+// runSkynetVThread runs a skynet tree of leaves leaves from a root
+// virtual thread and returns its sum.
+func runSkynetVThread(s *scheduler.Scheduler, leaves int) int {
+	sum := 0
+	root := mustGo(s, func(ctx context.Context) error {
+		sum = skynetVThread(s, 0, leaves)
+		return nil
+	})
+	if err := root.Join(); err != nil {
+		panic(err)
+	}
+	return sum
+}
+
+// skynetGoroutine is the classic skynet: goroutines, each sending its sum
+// to its parent on an unbuffered channel.
+func skynetGoroutine(c chan<- int, num, size int) {
+	if size == 1 {
+		c <- num
+		return
+	}
+	rc := make(chan int)
+	for i := range 10 {
+		go skynetGoroutine(rc, num+i*(size/10), size/10)
+	}
+	sum := 0
+	for range 10 {
+		sum += <-rc
+	}
+	c <- sum
+}
+
+func runSkynetGoroutine(leaves int) int {
+	c := make(chan int)
+	go skynetGoroutine(c, 0, leaves)
+	return <-c
+}
+
+// BenchmarkSkynet runs the skynet tree of a million leaves: one op is the
+// whole tree, 1,111,111 units spawned, joined and summed; ns/spawn is the
+// time per unit.
+func BenchmarkSkynet(b *testing.B) {
+	want := skynetLeaves * (skynetLeaves - 1) / 2
+	run := func(b *testing.B, sum func() int) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if got := sum(); got != want {
+				b.Fatalf("skynet = %d, want %d", got, want)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*skynetUnits(skynetLeaves)), "ns/spawn")
+	}
+	b.Run("impl=vthread", func(b *testing.B) {
+		s := newScheduler(scheduler.Options{})
+		run(b, func() int { return runSkynetVThread(s, skynetLeaves) })
+		shutdown(s)
+	})
+	b.Run("impl=goroutine", func(b *testing.B) {
+		run(b, func() int { return runSkynetGoroutine(skynetLeaves) })
+	})
+}
+
+func nop(ctx context.Context) error { return nil }
+
+// spawnJoinVThreads starts n virtual threads that do nothing, one at a
+// time, each joined before the next starts.
+func spawnJoinVThreads(s *scheduler.Scheduler, n int) {
+	for range n {
+		if err := mustGo(s, nop).Join(); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// spawnJoinVThreadsInside is spawnJoinVThreads from a virtual thread of s.
+func spawnJoinVThreadsInside(s *scheduler.Scheduler, n int) {
+	driver := mustGo(s, func(ctx context.Context) error {
+		spawnJoinVThreads(s, n)
+		return nil
+	})
+	if err := driver.Join(); err != nil {
+		panic(err)
+	}
+}
+
+// spawnJoinGoroutines starts n goroutines that do nothing, one at a time,
+// each waited for with a WaitGroup before the next starts.
+func spawnJoinGoroutines(n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go wg.Done()
+		wg.Wait()
+	}
+}
+
+// BenchmarkSpawn measures starting one unit that does nothing and waiting
+// for it to finish: a virtual thread started and joined from a goroutine
+// (from=goroutine: the carrier must be woken each time) or from another
+// virtual thread (from=vthread: the child goes on the parent's carrier),
+// against a goroutine started with go and waited for with a WaitGroup.
+func BenchmarkSpawn(b *testing.B) {
+	vthreads := func(b *testing.B, spawn func(*scheduler.Scheduler, int)) {
+		s := newScheduler(scheduler.Options{})
+		b.ReportAllocs()
+		b.ResetTimer()
+		spawn(s, b.N)
+		b.StopTimer()
+		shutdown(s)
+	}
+	b.Run("impl=vthread/from=goroutine", func(b *testing.B) { vthreads(b, spawnJoinVThreads) })
+	b.Run("impl=vthread/from=vthread", func(b *testing.B) { vthreads(b, spawnJoinVThreadsInside) })
+	b.Run("impl=goroutine/from=goroutine", func(b *testing.B) {
+		b.ReportAllocs()
+		spawnJoinGoroutines(b.N)
+	})
+}
+
+// parkedSuspenders are the units BenchmarkParkedMemory compares; they
+// suspend at memDepth, as BenchmarkSuspendedMemory's do.
+var parkedSuspenders = []suspender{
+	{"vthread", prepareVThreads},
+	{"goroutine", prepareGoroutines},
+}
+
+// prepareVThreads: virtual threads of a one-carrier scheduler, each parked
+// in scheduler.Park. One carrier makes "all parked" observable: a virtual
+// thread started after them runs only once each has parked.
+func prepareVThreads(n int) (suspend, end func()) {
+	s := newScheduler(scheduler.Options{Carriers: 1})
+	vts := make([]*scheduler.VThread, n)
+	var parked atomic.Int64
+	var release atomic.Bool
+	body := func(ctx context.Context) error {
+		recurse(memDepth, func() {
+			parked.Add(1)
+			for !release.Load() {
+				scheduler.Park()
+			}
+		})
+		return nil
+	}
+	suspend = func() {
+		for i := range vts {
+			vts[i] = mustGo(s, body)
+		}
+		if err := mustGo(s, nop).Join(); err != nil {
+			panic(err)
+		}
+		if p := parked.Load(); p != int64(n) {
+			panic(fmt.Sprintf("bench: %d of %d virtual threads parked", p, n))
+		}
+	}
+	end = func() {
+		release.Store(true)
+		for i, vt := range vts {
+			vt.Unpark()
+			if err := vt.Join(); err != nil {
+				panic(err)
+			}
+			vts[i] = nil
+		}
+		shutdown(s)
+	}
+	return suspend, end
+}
+
+// BenchmarkParkedMemory measures the memory one parked virtual thread
+// holds against a goroutine parked on a channel, over memCount of each
+// parked at memDepth, as BenchmarkSuspendedMemory does (heap plus stack
+// growth after runtime.GC; goroutine descriptors counted for neither):
+// B/parked and its parts heap-B/parked and stack-B/parked, and
+// ns/park, the time to start one and run it to its park. ns/op means
+// nothing and is not reported.
+func BenchmarkParkedMemory(b *testing.B) {
+	for _, p := range parkedSuspenders {
+		b.Run("impl="+p.name, func(b *testing.B) {
+			warmGoroutines(memCount + 256)
+			var heap, stack int64
+			var elapsed time.Duration
+			for range b.N {
+				h, st, el := measureSuspended(p, memCount)
+				heap += h
+				stack += st
+				elapsed += el
+			}
+			units := float64(b.N) * memCount
+			b.ReportMetric(float64(heap+stack)/units, "B/parked")
+			b.ReportMetric(float64(heap)/units, "heap-B/parked")
+			b.ReportMetric(float64(stack)/units, "stack-B/parked")
+			b.ReportMetric(float64(elapsed.Nanoseconds())/units, "ns/park")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// pingPongVThreads runs n round trips between two virtual threads of s
+// that hand a turn back and forth, each parking until the other unparks
+// it, and returns how many turns each took.
+func pingPongVThreads(s *scheduler.Scheduler, n int) (turnsA, turnsB int) {
+	var turn atomic.Int32 // 0: a's, 1: b's
+	var vtA, vtB atomic.Pointer[scheduler.VThread]
+	player := func(me int32, self, other *atomic.Pointer[scheduler.VThread], turns *int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			self.Store(scheduler.Current())
+			for other.Load() == nil {
+				scheduler.Yield()
+			}
+			for range n {
+				for turn.Load() != me {
+					scheduler.Park()
+				}
+				*turns++
+				turn.Store(1 - me)
+				other.Load().Unpark()
+			}
+			return nil
+		}
+	}
+	a := mustGo(s, player(0, &vtA, &vtB, &turnsA))
+	b := mustGo(s, player(1, &vtB, &vtA, &turnsB))
+	if err := a.Join(); err != nil {
+		panic(err)
+	}
+	if err := b.Join(); err != nil {
+		panic(err)
+	}
+	return turnsA, turnsB
+}
+
+// pingPongGoroutines runs n round trips between this goroutine and
+// another over two unbuffered channels, and returns how many turns each
+// took.
+func pingPongGoroutines(n int) (turnsA, turnsB int) {
+	ping, pong := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range ping {
+			turnsB++
+			pong <- struct{}{}
+		}
+	}()
+	for range n {
+		turnsA++
+		ping <- struct{}{}
+		<-pong
+	}
+	close(ping)
+	<-done
+	return turnsA, turnsB
+}
+
+// BenchmarkPingPong measures one round trip between two units that take
+// turns: two virtual threads that Park until the other Unparks them, on
+// one carrier and on GOMAXPROCS carriers, against two goroutines over
+// unbuffered channels. ns/op is one round trip (two hand-overs).
+func BenchmarkPingPong(b *testing.B) {
+	check := func(b *testing.B, a, c int) {
+		if a != b.N || c != b.N {
+			b.Fatalf("turns taken: %d and %d, want %d each", a, c, b.N)
+		}
+	}
+	for _, carriers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("impl=vthread/carriers=%d", carriers), func(b *testing.B) {
+			s := newScheduler(scheduler.Options{Carriers: carriers})
+			b.ReportAllocs()
+			b.ResetTimer()
+			a, c := pingPongVThreads(s, b.N)
+			b.StopTimer()
+			shutdown(s)
+			check(b, a, c)
+		})
+	}
+	b.Run("impl=goroutine", func(b *testing.B) {
+		b.ReportAllocs()
+		a, c := pingPongGoroutines(b.N)
+		check(b, a, c)
+	})
+}
+
+// The tests below check the helpers above.
+
+func TestSkynetHelpers(t *testing.T) {
+	base := goroutines.Settled()
+	s := newScheduler(scheduler.Options{})
+	for _, leaves := range []int{1, 10, 1000, 10_000} {
+		want := leaves * (leaves - 1) / 2
+		if got := runSkynetVThread(s, leaves); got != want {
+			t.Errorf("vthread skynet of %d leaves = %d, want %d", leaves, got, want)
+		}
+		if got := runSkynetGoroutine(leaves); got != want {
+			t.Errorf("goroutine skynet of %d leaves = %d, want %d", leaves, got, want)
+		}
+	}
+	if got := skynetUnits(skynetLeaves); got != 1_111_111 {
+		t.Errorf("skynetUnits(%d) = %d, want 1111111", skynetLeaves, got)
+	}
+	if s.Live() != 0 {
+		// Join returns once the child is done; Live may lag a moment.
+		deadline := time.Now().Add(5 * time.Second)
+		for s.Live() != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if s.Live() != 0 {
+			t.Errorf("%d virtual threads live after the skynets", s.Live())
+		}
+	}
+	shutdown(s)
+	settle(t, base)
+}
+
+func TestSpawnHelpers(t *testing.T) {
+	base := goroutines.Settled()
+	s := newScheduler(scheduler.Options{})
+	spawnJoinVThreads(s, 100)
+	spawnJoinVThreadsInside(s, 100)
+	spawnJoinGoroutines(100)
+	shutdown(s)
+	settle(t, base)
+}
+
+func TestPingPongHelpers(t *testing.T) {
+	base := goroutines.Settled()
+	for _, carriers := range []int{1, runtime.GOMAXPROCS(0)} {
+		s := newScheduler(scheduler.Options{Carriers: carriers})
+		for _, n := range []int{0, 1, 1000} {
+			if a, b := pingPongVThreads(s, n); a != n || b != n {
+				t.Errorf("vthreads on %d carriers: %d round trips took %d and %d turns", carriers, n, a, b)
+			}
+		}
+		shutdown(s)
+	}
+	for _, n := range []int{0, 1, 1000} {
+		if a, b := pingPongGoroutines(n); a != n || b != n {
+			t.Errorf("goroutines: %d round trips took %d and %d turns", n, a, b)
+		}
+	}
+	settle(t, base)
+}
+
+// TestParkedSuspenders checks that each suspender parks what it claims:
+// n parked virtual threads hold no goroutine each on the stack-copying
+// backend (only the carrier's), one each on the portable backend, as
+// parked goroutines do; and that measuring them sees memory and time.
+func TestParkedSuspenders(t *testing.T) {
+	const n = 200
+	for _, p := range parkedSuspenders {
+		base := goroutines.Settled()
+		suspend, end := p.prepare(n)
+		suspend()
+		got := runtime.NumGoroutine()
+		if p.name == "vthread" && weft.ActiveBackend() == weft.StackCopying {
+			if got >= base+n/2 {
+				t.Errorf("%s: %d goroutines with %d parked on the stack-copying backend, want about %d", p.name, got, n, base+1)
+			}
+		} else if got < base+n {
+			t.Errorf("%s: %d goroutines with %d parked, want at least %d", p.name, got, n, base+n)
+		}
+		end()
+		settle(t, base)
+
+		// Enough of them that memory freed by earlier tests cannot hold
+		// them all.
+		const measured = 2000
+		heap, stack, elapsed := measureSuspended(p, measured)
+		if heap+stack <= 0 || elapsed <= 0 {
+			t.Errorf("%s: measured %d+%d bytes in %v for %d parked", p.name, heap, stack, elapsed, measured)
+		}
+		settle(t, base)
+	}
+}
