@@ -1,0 +1,18 @@
+//go:build linux
+
+package vnet
+
+func init() { countParks = true }
+
+// ParkCounts returns how many times reads (Read, Accept) and writes
+// (Write, connect) have parked waiting for readiness.
+func ParkCounts() (reads, writes uint64) {
+	return stats.readParks.Load(), stats.writeParks.Load()
+}
+
+// PollerActive reports whether a poller is running (some socket is open).
+func PollerActive() bool {
+	pollMu.Lock()
+	defer pollMu.Unlock()
+	return current != nil
+}
