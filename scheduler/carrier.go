@@ -200,6 +200,18 @@ func (c *carrier) sleep() {
 }
 
 func (c *carrier) hasWork() bool {
+	// In deterministic mode the run queue is the detState's: a virtual
+	// thread pushed there after next() came up empty (by a Go or an
+	// Unpark from outside the carrier) must keep the carrier awake, or
+	// its wakeOne, which found no idle carrier yet, is lost.
+	if d := c.s.det; d != nil {
+		d.mu.Lock()
+		n := len(d.ready)
+		d.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
 	for _, o := range c.s.carriers {
 		o.mu.Lock()
 		n := len(o.queue) - o.head
