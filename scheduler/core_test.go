@@ -133,18 +133,24 @@ func TestSkynetSmall(t *testing.T) {
 func TestDeterministicSleep(t *testing.T) {
 	s := newTest(t, Options{Deterministic: true, Seed: 1})
 	var order []int
-	var vts []*VThread
-	for i := 3; i >= 1; i-- {
-		vt, _ := s.Go(func(ctx context.Context) error {
-			Sleep(time.Duration(i) * time.Hour)
-			order = append(order, i)
-			return nil
-		})
-		vts = append(vts, vt)
-	}
-	for _, vt := range vts {
-		vt.Join()
-	}
+	// Started from one root virtual thread, so that the virtual clock
+	// cannot move on between two of the Go calls.
+	root, _ := s.Go(func(ctx context.Context) error {
+		var vts []*VThread
+		for i := 3; i >= 1; i-- {
+			vt, _ := s.Go(func(ctx context.Context) error {
+				Sleep(time.Duration(i) * time.Hour)
+				order = append(order, i)
+				return nil
+			})
+			vts = append(vts, vt)
+		}
+		for _, vt := range vts {
+			vt.Join()
+		}
+		return nil
+	})
+	root.Join()
 	if len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
 		t.Fatalf("woke in order %v", order)
 	}

@@ -1,0 +1,606 @@
+package scheduler
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Channels.
+//
+// A Chan has a ring buffer and two queues of waiting parties, senders and
+// receivers, guarded by the channel's lock. Each queued party is a
+// chanNode that points to a waiter. A plain Send or Recv has one node; a
+// select has one node per case, all pointing to the same waiter, so the
+// waiter is queued on every channel of the select at once.
+//
+// The waiter's state is the claim: whoever completes an operation with a
+// queued node (a matching Send or Recv, a Close) first writes the node's
+// payload, then calls wake, whose compare-and-swap succeeds for exactly
+// one party, and only if the waiter has not timed out or been cancelled.
+// If it fails, the node is stale (its select has fired elsewhere, or its
+// wait ended); it is dropped from the queue and the next node is tried.
+// Writing the payload before the claim means that a waiter that sees
+// itself woken always finds its payload in place, even if it wakes
+// spuriously before the signal arrives; a stale node's payload is never
+// read. The winner of a select also records which case won, in the
+// waiter's index, after the claim and still under its channel's lock: the
+// select reads it only after locking all its channels again.
+//
+// A select locks all its channels, in the order of their ids (each
+// channel's lock once), so two selects over the same channels cannot
+// deadlock. It looks for a ready case, in a random order; if none is
+// ready it queues its nodes, unlocks, and waits. When woken (or timed
+// out) it locks its channels again and removes its remaining nodes. A
+// single Send or Recv takes only its channel's lock, and a completing
+// party takes only the lock of the channel it operates on (waking a
+// waiter takes no channel lock), so lock order is never violated.
+
+// chanIDs numbers channels, for the select's lock order.
+var chanIDs atomic.Uint64
+
+// A Chan is a channel of values of type T for virtual threads and
+// goroutines, with the semantics of a Go channel: FIFO, unbuffered
+// (rendezvous) or buffered, closable. A virtual thread that has to wait
+// parks, leaving its carrier free for other virtual threads; a plain
+// goroutine blocks. Use Select to wait on several channels.
+//
+// Waiting senders and receivers are served in FIFO order, so values sent
+// by one sender are received in the order sent. Unlike a Go channel, a
+// nil *Chan must not be used (but a Case of a nil *Chan is never ready).
+type Chan[T any] struct {
+	id     uint64
+	mu     sync.Mutex
+	buf    []T // ring of Cap() slots
+	head   int // the oldest buffered value
+	count  int // buffered values
+	closed bool
+	recvq  chanQueue[T]
+	sendq  chanQueue[T]
+}
+
+// chanNode is a party queued on a channel: a blocked sender with the value
+// it sends, or a blocked receiver with room for the value it gets.
+type chanNode[T any] struct {
+	w     *waiter
+	val   T    // sender: the value sent; receiver: the value received
+	ok    bool // receiver: a value came (false: closed); sender: taken (false: closed)
+	send  bool
+	index int // select case index; -1 for a plain Send or Recv
+	dst   *T  // select receive: where the value goes
+
+	q          *chanQueue[T] // the queue it is on, nil when off
+	prev, next *chanNode[T]
+}
+
+type chanQueue[T any] struct {
+	head, tail *chanNode[T]
+}
+
+func (q *chanQueue[T]) push(n *chanNode[T]) {
+	n.q = q
+	n.prev = q.tail
+	n.next = nil
+	if q.tail == nil {
+		q.head = n
+	} else {
+		q.tail.next = n
+	}
+	q.tail = n
+}
+
+func (q *chanQueue[T]) pop() *chanNode[T] {
+	n := q.head
+	if n != nil {
+		q.remove(n)
+	}
+	return n
+}
+
+func (q *chanQueue[T]) remove(n *chanNode[T]) {
+	if n.prev == nil {
+		q.head = n.next
+	} else {
+		n.prev.next = n.next
+	}
+	if n.next == nil {
+		q.tail = n.prev
+	} else {
+		n.next.prev = n.prev
+	}
+	n.prev, n.next, n.q = nil, nil, nil
+}
+
+// fire claims the node's waiter; the payload must be in place. It
+// reports whether it won; if not, the node is stale.
+func (n *chanNode[T]) fire() bool {
+	if !n.w.wake() {
+		return false
+	}
+	if n.index >= 0 {
+		n.w.index = n.index // read by the select under this channel's lock
+	}
+	return true
+}
+
+// NewChan returns a channel with room for capacity buffered values; 0
+// makes an unbuffered channel, on which a send waits for a receiver.
+func NewChan[T any](capacity int) *Chan[T] {
+	if capacity < 0 {
+		panic("scheduler: NewChan with a negative capacity")
+	}
+	return &Chan[T]{id: chanIDs.Add(1), buf: make([]T, capacity)}
+}
+
+// Cap returns the channel's buffer capacity.
+func (c *Chan[T]) Cap() int { return len(c.buf) }
+
+// Len returns the number of values buffered in the channel.
+func (c *Chan[T]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
+}
+
+const (
+	errSendClosed  = "scheduler: send on closed Chan"
+	errCloseClosed = "scheduler: close of closed Chan"
+)
+
+// Send sends v, waiting until a receiver takes it or there is room in the
+// buffer. It panics if the channel is closed, or is closed while Send
+// waits.
+func (c *Chan[T]) Send(v T) { c.send(v, true, nil, -1) }
+
+// TrySend sends v if that needs no waiting, and reports whether it did. It
+// panics if the channel is closed.
+func (c *Chan[T]) TrySend(v T) bool { return c.send(v, false, nil, -1) }
+
+// SendTimeout is Send that gives up after d (by the scheduler's clock in a
+// virtual thread); it reports whether v was sent. d <= 0 is TrySend.
+func (c *Chan[T]) SendTimeout(v T, d time.Duration) bool {
+	return c.send(v, d > 0, nil, d)
+}
+
+// SendContext is Send that gives up when ctx ends, returning ctx.Err().
+// It returns nil if v was sent.
+func (c *Chan[T]) SendContext(ctx context.Context, v T) error {
+	if c.send(v, true, ctx, -1) {
+		return nil
+	}
+	return ctx.Err()
+}
+
+func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		panic(errSendClosed)
+	}
+	if c.sendLocked(v) {
+		c.mu.Unlock()
+		return true
+	}
+	if !block {
+		c.mu.Unlock()
+		return false
+	}
+	n := &chanNode[T]{w: newWaiter(), val: v, send: true, index: -1}
+	c.sendq.push(n)
+	c.mu.Unlock()
+	if await(n.w, ctx, d) {
+		if !n.ok {
+			panic(errSendClosed)
+		}
+		return true
+	}
+	c.mu.Lock()
+	if n.q != nil {
+		n.q.remove(n)
+	}
+	c.mu.Unlock()
+	return false
+}
+
+// sendLocked hands v to a waiting receiver or buffers it, and reports
+// whether it did. Called with c.mu held on an open channel.
+func (c *Chan[T]) sendLocked(v T) bool {
+	for r := c.recvq.pop(); r != nil; r = c.recvq.pop() {
+		r.val, r.ok = v, true
+		if r.fire() {
+			return true
+		}
+		var zero T
+		r.val = zero // stale: drop the reference
+	}
+	if c.count < len(c.buf) {
+		i := c.head + c.count
+		if i >= len(c.buf) {
+			i -= len(c.buf)
+		}
+		c.buf[i] = v
+		c.count++
+		return true
+	}
+	return false
+}
+
+// Recv receives a value, waiting until there is one. ok is false if the
+// channel is closed and drained; v is then the zero value.
+func (c *Chan[T]) Recv() (v T, ok bool) {
+	v, ok, _ = c.recv(true, nil, -1)
+	return v, ok
+}
+
+// TryRecv receives a value if that needs no waiting. ready reports whether
+// the receive happened; v and ok are then what Recv would have returned
+// (ok false: closed and drained).
+func (c *Chan[T]) TryRecv() (v T, ok, ready bool) { return c.recv(false, nil, -1) }
+
+// RecvTimeout is Recv that gives up after d (by the scheduler's clock in a
+// virtual thread). ready is false if it gave up; d <= 0 is TryRecv.
+func (c *Chan[T]) RecvTimeout(d time.Duration) (v T, ok, ready bool) {
+	return c.recv(d > 0, nil, d)
+}
+
+// RecvContext is Recv that gives up when ctx ends, returning ctx.Err().
+func (c *Chan[T]) RecvContext(ctx context.Context) (v T, ok bool, err error) {
+	v, ok, ready := c.recv(true, ctx, -1)
+	if !ready {
+		return v, false, ctx.Err()
+	}
+	return v, ok, nil
+}
+
+func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, ok, ready bool) {
+	c.mu.Lock()
+	if v, ok, ready = c.recvLocked(); ready || !block {
+		c.mu.Unlock()
+		return v, ok, ready
+	}
+	n := &chanNode[T]{w: newWaiter(), index: -1}
+	c.recvq.push(n)
+	c.mu.Unlock()
+	if await(n.w, ctx, d) {
+		return n.val, n.ok, true
+	}
+	c.mu.Lock()
+	if n.q != nil {
+		n.q.remove(n)
+	}
+	c.mu.Unlock()
+	return v, false, false
+}
+
+// recvLocked takes a buffered value or one from a waiting sender, or
+// reports the channel closed and drained; ready is false if it would have
+// to wait. Called with c.mu held.
+func (c *Chan[T]) recvLocked() (v T, ok, ready bool) {
+	if c.count > 0 {
+		var zero T
+		v = c.buf[c.head]
+		c.buf[c.head] = zero
+		c.head++
+		if c.head == len(c.buf) {
+			c.head = 0
+		}
+		c.count--
+		// The first waiting sender's value takes the freed slot, behind
+		// the values already buffered.
+		for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
+			s.ok = true
+			if s.fire() {
+				i := c.head + c.count
+				if i >= len(c.buf) {
+					i -= len(c.buf)
+				}
+				c.buf[i] = s.val
+				c.count++
+				break
+			}
+		}
+		return v, true, true
+	}
+	for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
+		v := s.val
+		s.ok = true
+		if s.fire() {
+			return v, true, true
+		}
+	}
+	if c.closed {
+		return v, false, true
+	}
+	return v, false, false
+}
+
+// Close closes the channel: buffered values can still be received, then
+// receives return at once with ok false. Waiting receivers are woken with
+// ok false; waiting senders panic, as in Go. Close panics if the channel
+// is already closed.
+func (c *Chan[T]) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		panic(errCloseClosed)
+	}
+	c.closed = true
+	var zero T
+	for r := c.recvq.pop(); r != nil; r = c.recvq.pop() {
+		r.val, r.ok = zero, false
+		r.fire()
+	}
+	for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
+		s.ok = false
+		s.fire()
+	}
+	c.mu.Unlock()
+}
+
+// The select.
+
+// chanLocker is the part of a channel the select needs whatever its
+// element type.
+type chanLocker interface {
+	chanID() uint64
+	lock()
+	unlock()
+}
+
+func (c *Chan[T]) chanID() uint64 { return c.id }
+func (c *Chan[T]) lock()          { c.mu.Lock() }
+func (c *Chan[T]) unlock()        { c.mu.Unlock() }
+
+// selectOp is one case of a select.
+type selectOp interface {
+	channel() chanLocker
+	isSend() bool
+	// poll completes the case if it needs no waiting; ok is a receive's
+	// ok, or false for a send on a closed channel. Called with the
+	// channel locked.
+	poll() (done, ok bool)
+	// enqueue queues a node for the case. Called with the channel locked.
+	enqueue(w *waiter, index int) selNode
+}
+
+// selNode is a queued case of a select.
+type selNode interface {
+	// unlink takes the node off its queue if it is still on one. Called
+	// with its channel locked.
+	unlink()
+	// complete finishes the case that won: stores the received value, or
+	// panics for a send on a channel that was closed.
+	complete() (ok bool)
+}
+
+// A Case is one case of a Select: a receive made by RecvCase or a send
+// made by SendCase. A Case may be reused, and used by several selects at
+// once. The zero Case, and a case on a nil *Chan, is never ready.
+type Case struct {
+	op selectOp
+}
+
+// RecvCase returns a case that receives from c into *dst (dst may be nil
+// to discard the value). When it is chosen, Select's recvOK is false if c
+// is closed and drained, and *dst is then set to the zero value.
+func RecvCase[T any](c *Chan[T], dst *T) Case {
+	if c == nil {
+		return Case{}
+	}
+	return Case{&recvOp[T]{c: c, dst: dst}}
+}
+
+// SendCase returns a case that sends v on c. A select that chooses a send
+// on a closed channel panics, as a Send does.
+func SendCase[T any](c *Chan[T], v T) Case {
+	if c == nil {
+		return Case{}
+	}
+	return Case{&sendOp[T]{c: c, v: v}}
+}
+
+type recvOp[T any] struct {
+	c   *Chan[T]
+	dst *T
+}
+
+func (o *recvOp[T]) channel() chanLocker { return o.c }
+func (o *recvOp[T]) isSend() bool        { return false }
+
+func (o *recvOp[T]) poll() (done, ok bool) {
+	v, ok, done := o.c.recvLocked()
+	if done && o.dst != nil {
+		*o.dst = v
+	}
+	return done, ok
+}
+
+func (o *recvOp[T]) enqueue(w *waiter, index int) selNode {
+	n := &chanNode[T]{w: w, index: index, dst: o.dst}
+	o.c.recvq.push(n)
+	return n
+}
+
+type sendOp[T any] struct {
+	c *Chan[T]
+	v T
+}
+
+func (o *sendOp[T]) channel() chanLocker { return o.c }
+func (o *sendOp[T]) isSend() bool        { return true }
+
+func (o *sendOp[T]) poll() (done, ok bool) {
+	if o.c.closed {
+		return true, false
+	}
+	return o.c.sendLocked(o.v), true
+}
+
+func (o *sendOp[T]) enqueue(w *waiter, index int) selNode {
+	n := &chanNode[T]{w: w, val: o.v, send: true, index: index}
+	o.c.sendq.push(n)
+	return n
+}
+
+func (n *chanNode[T]) unlink() {
+	if n.q != nil {
+		n.q.remove(n)
+	}
+}
+
+func (n *chanNode[T]) complete() bool {
+	if n.send {
+		if !n.ok {
+			panic(errSendClosed)
+		}
+		return true
+	}
+	if n.dst != nil {
+		*n.dst = n.val
+	}
+	return n.ok
+}
+
+// Select waits until one of the cases can proceed, performs it, and
+// returns its index in cases, and for a receive whether a value was
+// received (false: the channel is closed and drained; for a send, recvOK
+// is true). If several cases are ready, it picks one at random (with the
+// scheduler's seeded generator in deterministic mode). With no case that
+// can ever be ready, it waits forever, like an empty Go select.
+func Select(cases ...Case) (index int, recvOK bool) {
+	index, recvOK, _ = doSelect(cases, true, nil, -1)
+	return index, recvOK
+}
+
+// TrySelect is Select with a default: it returns index -1 at once if no
+// case is ready.
+func TrySelect(cases ...Case) (index int, recvOK bool) {
+	index, recvOK, _ = doSelect(cases, false, nil, -1)
+	return index, recvOK
+}
+
+// SelectTimeout is Select that gives up after d (by the scheduler's clock
+// in a virtual thread), returning index -1. d <= 0 is TrySelect.
+func SelectTimeout(d time.Duration, cases ...Case) (index int, recvOK bool) {
+	index, recvOK, _ = doSelect(cases, d > 0, nil, d)
+	return index, recvOK
+}
+
+// SelectContext is Select that gives up when ctx ends, returning index -1
+// and ctx.Err().
+func SelectContext(ctx context.Context, cases ...Case) (index int, recvOK bool, err error) {
+	index, recvOK, fired := doSelect(cases, true, ctx, -1)
+	if !fired {
+		return -1, false, ctx.Err()
+	}
+	return index, recvOK, nil
+}
+
+// selectSmall is the number of cases a select handles without allocating
+// its bookkeeping.
+const selectSmall = 8
+
+func doSelect(cases []Case, block bool, ctx context.Context, d time.Duration) (int, bool, bool) {
+	var orderBuf [selectSmall]int
+	var lockBuf [selectSmall]chanLocker
+	order, locks := orderBuf[:0], lockBuf[:0]
+	for i, cs := range cases {
+		if cs.op == nil {
+			continue
+		}
+		order = append(order, i)
+		locks = append(locks, cs.op.channel())
+	}
+	// Poll in a random order: the first ready case found is a uniformly
+	// random one of the ready cases.
+	vt := Current()
+	for k := len(order) - 1; k > 0; k-- {
+		j := randN(vt, k+1)
+		order[k], order[j] = order[j], order[k]
+	}
+	locks = sortLocks(locks)
+
+	lockAll(locks)
+	for _, i := range order {
+		if done, ok := cases[i].op.poll(); done {
+			unlockAll(locks)
+			if !ok && cases[i].op.isSend() {
+				panic(errSendClosed)
+			}
+			return i, ok, true
+		}
+	}
+	if !block {
+		unlockAll(locks)
+		return -1, false, false
+	}
+	w := newWaiter()
+	var nodeBuf [selectSmall]selNode
+	nodes := nodeBuf[:0]
+	for _, i := range order {
+		nodes = append(nodes, cases[i].op.enqueue(w, i))
+	}
+	unlockAll(locks)
+
+	woken := await(w, ctx, d)
+
+	lockAll(locks)
+	for _, n := range nodes {
+		n.unlink()
+	}
+	unlockAll(locks)
+	if !woken {
+		return -1, false, false
+	}
+	i := w.index
+	for k, j := range order {
+		if j == i {
+			return i, nodes[k].complete(), true
+		}
+	}
+	panic("scheduler: select woken by an unknown case")
+}
+
+// sortLocks sorts channels by id and drops repeats.
+func sortLocks(ls []chanLocker) []chanLocker {
+	for i := 1; i < len(ls); i++ {
+		for j := i; j > 0 && ls[j].chanID() < ls[j-1].chanID(); j-- {
+			ls[j], ls[j-1] = ls[j-1], ls[j]
+		}
+	}
+	out := ls[:0]
+	for _, l := range ls {
+		if len(out) == 0 || l.chanID() != out[len(out)-1].chanID() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func lockAll(ls []chanLocker) {
+	for _, l := range ls {
+		l.lock()
+	}
+}
+
+func unlockAll(ls []chanLocker) {
+	for i := len(ls) - 1; i >= 0; i-- {
+		ls[i].unlock()
+	}
+}
+
+// randN returns a random int in [0, n): from the scheduler's seeded
+// generator for a virtual thread of a deterministic scheduler, so that
+// its selects choose reproducibly.
+func randN(vt *VThread, n int) int {
+	if vt != nil {
+		if d := vt.s.det; d != nil {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.rng.IntN(n)
+		}
+	}
+	return rand.IntN(n)
+}

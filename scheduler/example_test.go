@@ -1,0 +1,132 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weftrt/weft/scheduler"
+)
+
+// A counter shared by virtual threads and a plain goroutine. A virtual
+// thread that finds the Mutex locked parks; its carrier runs others.
+func ExampleMutex() {
+	s, err := scheduler.New(scheduler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	var mu scheduler.Mutex
+	var wg scheduler.WaitGroup
+	counter := 0
+	for range 100 {
+		wg.Go(s, func(context.Context) error {
+			for range 100 {
+				mu.Lock()
+				counter++
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	wg.Add(1)
+	go func() { // a plain goroutine blocks instead of parking
+		defer wg.Done()
+		mu.Lock()
+		counter += 1000
+		mu.Unlock()
+	}()
+	wg.Wait()
+	fmt.Println(counter)
+	// Output: 11000
+}
+
+// A pipeline of virtual threads connected by channels.
+func ExampleChan() {
+	s, err := scheduler.New(scheduler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	nums := scheduler.NewChan[int](0) // unbuffered: a rendezvous
+	squares := scheduler.NewChan[int](4)
+	s.Go(func(context.Context) error {
+		for i := 1; i <= 5; i++ {
+			nums.Send(i)
+		}
+		nums.Close()
+		return nil
+	})
+	s.Go(func(context.Context) error {
+		for {
+			n, ok := nums.Recv()
+			if !ok {
+				break // closed and drained
+			}
+			squares.Send(n * n)
+		}
+		squares.Close()
+		return nil
+	})
+	for v, ok := squares.Recv(); ok; v, ok = squares.Recv() {
+		fmt.Print(v, " ")
+	}
+	fmt.Println()
+	// Output: 1 4 9 16 25
+}
+
+// Select waits on several channels, with send and receive cases, and
+// SelectTimeout gives up after a while.
+func ExampleSelect() {
+	s, err := scheduler.New(scheduler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	words := scheduler.NewChan[string](0)
+	numbers := scheduler.NewChan[int](0)
+	acks := scheduler.NewChan[string](1)
+	s.Go(func(context.Context) error {
+		words.Send("hello")
+		numbers.Send(42)
+		return nil
+	})
+	vt, _ := s.Go(func(context.Context) error {
+		var w string
+		var n int
+		for range 2 {
+			switch i, _ := scheduler.Select(
+				scheduler.RecvCase(words, &w),
+				scheduler.RecvCase(numbers, &n),
+			); i {
+			case 0:
+				fmt.Println("word:", w)
+			case 1:
+				fmt.Println("number:", n)
+			}
+		}
+		// A send case: acks has room for one value.
+		if i, _ := scheduler.Select(scheduler.SendCase(acks, "done")); i == 0 {
+			fmt.Println("sent ack")
+		}
+		// Nothing more comes: time out (by the scheduler's clock).
+		if i, _ := scheduler.SelectTimeout(10*time.Millisecond, scheduler.RecvCase(words, &w)); i == -1 {
+			fmt.Println("timed out")
+		}
+		// With a default: TrySelect does not wait.
+		if i, _ := scheduler.TrySelect(scheduler.SendCase(acks, "again")); i == -1 {
+			fmt.Println("acks is full")
+		}
+		return nil
+	})
+	vt.Join()
+	// Output:
+	// word: hello
+	// number: 42
+	// sent ack
+	// timed out
+	// acks is full
+}
