@@ -459,3 +459,80 @@ func TestParkedSuspenders(t *testing.T) {
 		settle(t, base)
 	}
 }
+
+// chanPingPongVThreads sends n messages back and forth between two virtual
+// threads over unbuffered scheduler.Chans and returns the last value.
+func chanPingPongVThreads(s *scheduler.Scheduler, n int) int {
+	ping, pong := scheduler.NewChan[int](0), scheduler.NewChan[int](0)
+	last := 0
+	a := mustGo(s, func(ctx context.Context) error {
+		for i := range n {
+			ping.Send(i)
+			last, _ = pong.Recv()
+		}
+		ping.Close()
+		return nil
+	})
+	b := mustGo(s, func(ctx context.Context) error {
+		for {
+			v, ok := ping.Recv()
+			if !ok {
+				return nil
+			}
+			pong.Send(v + 1)
+		}
+	})
+	a.Join()
+	b.Join()
+	return last
+}
+
+// chanPingPongGoroutines is the same with goroutines and Go channels.
+func chanPingPongGoroutines(n int) int {
+	ping, pong := make(chan int), make(chan int)
+	last := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := range ping {
+			pong <- v + 1
+		}
+	}()
+	for i := range n {
+		ping <- i
+		last = <-pong
+	}
+	close(ping)
+	<-done
+	return last
+}
+
+// BenchmarkChanPingPong: one op is a message and its answer between two
+// units over two unbuffered channels: scheduler.Chan between virtual
+// threads (impl=vthread), Go channels between goroutines (impl=goroutine).
+func BenchmarkChanPingPong(b *testing.B) {
+	b.Run("impl=vthread", func(b *testing.B) {
+		s := newScheduler(scheduler.Options{})
+		defer shutdown(s)
+		b.ResetTimer()
+		chanPingPongVThreads(s, b.N)
+	})
+	b.Run("impl=goroutine", func(b *testing.B) {
+		chanPingPongGoroutines(b.N)
+	})
+}
+
+func TestChanPingPongHelpers(t *testing.T) {
+	base := goroutines.Settled()
+	s := newScheduler(scheduler.Options{})
+	if got := chanPingPongVThreads(s, 1000); got != 1000 {
+		t.Errorf("vthreads: last answer %d, want 1000", got)
+	}
+	shutdown(s)
+	if got := chanPingPongGoroutines(1000); got != 1000 {
+		t.Errorf("goroutines: last answer %d, want 1000", got)
+	}
+	if n := goroutines.Settled(); n > base {
+		t.Errorf("%d goroutines left, want %d", n, base)
+	}
+}
