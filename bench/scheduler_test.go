@@ -62,12 +62,12 @@ func mustGo(s *scheduler.Scheduler, fn func(ctx context.Context) error) *schedul
 // skynetVThread sums num .. num+size-1 with a 10-ary tree of virtual
 // threads: each node starts its ten children, joins them, and adds up
 // what they left in its array.
-func skynetVThread(s *scheduler.Scheduler, num, size int) int {
+func skynetVThread(s *scheduler.Scheduler, num, size int) int64 {
 	if size == 1 {
-		return num
+		return int64(num)
 	}
 	var kids [10]*scheduler.VThread
-	var sums [10]int
+	var sums [10]int64
 	for i := range kids {
 		sub := num + i*(size/10)
 		kids[i] = mustGo(s, func(ctx context.Context) error {
@@ -75,7 +75,7 @@ func skynetVThread(s *scheduler.Scheduler, num, size int) int {
 			return nil
 		})
 	}
-	sum := 0
+	sum := int64(0)
 	for i, k := range kids {
 		if err := k.Join(); err != nil {
 			panic(err)
@@ -87,8 +87,8 @@ func skynetVThread(s *scheduler.Scheduler, num, size int) int {
 
 // runSkynetVThread runs a skynet tree of leaves leaves from a root
 // virtual thread and returns its sum.
-func runSkynetVThread(s *scheduler.Scheduler, leaves int) int {
-	sum := 0
+func runSkynetVThread(s *scheduler.Scheduler, leaves int) int64 {
+	sum := int64(0)
 	root := mustGo(s, func(ctx context.Context) error {
 		sum = skynetVThread(s, 0, leaves)
 		return nil
@@ -101,24 +101,24 @@ func runSkynetVThread(s *scheduler.Scheduler, leaves int) int {
 
 // skynetGoroutine is the classic skynet: goroutines, each sending its sum
 // to its parent on an unbuffered channel.
-func skynetGoroutine(c chan<- int, num, size int) {
+func skynetGoroutine(c chan<- int64, num, size int) {
 	if size == 1 {
-		c <- num
+		c <- int64(num)
 		return
 	}
-	rc := make(chan int)
+	rc := make(chan int64)
 	for i := range 10 {
 		go skynetGoroutine(rc, num+i*(size/10), size/10)
 	}
-	sum := 0
+	sum := int64(0)
 	for range 10 {
 		sum += <-rc
 	}
 	c <- sum
 }
 
-func runSkynetGoroutine(leaves int) int {
-	c := make(chan int)
+func runSkynetGoroutine(leaves int) int64 {
+	c := make(chan int64)
 	go skynetGoroutine(c, 0, leaves)
 	return <-c
 }
@@ -127,8 +127,8 @@ func runSkynetGoroutine(leaves int) int {
 // whole tree, 1,111,111 units spawned, joined and summed; ns/spawn is the
 // time per unit.
 func BenchmarkSkynet(b *testing.B) {
-	want := skynetLeaves * (skynetLeaves - 1) / 2
-	run := func(b *testing.B, sum func() int) {
+	want := int64(skynetLeaves) * (skynetLeaves - 1) / 2
+	run := func(b *testing.B, sum func() int64) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for range b.N {
@@ -141,11 +141,11 @@ func BenchmarkSkynet(b *testing.B) {
 	}
 	b.Run("impl=vthread", func(b *testing.B) {
 		s := newScheduler(scheduler.Options{})
-		run(b, func() int { return runSkynetVThread(s, skynetLeaves) })
+		run(b, func() int64 { return runSkynetVThread(s, skynetLeaves) })
 		shutdown(s)
 	})
 	b.Run("impl=goroutine", func(b *testing.B) {
-		run(b, func() int { return runSkynetGoroutine(skynetLeaves) })
+		run(b, func() int64 { return runSkynetGoroutine(skynetLeaves) })
 	})
 }
 
@@ -374,7 +374,7 @@ func TestSkynetHelpers(t *testing.T) {
 	base := goroutines.Settled()
 	s := newScheduler(scheduler.Options{})
 	for _, leaves := range []int{1, 10, 1000, 10_000} {
-		want := leaves * (leaves - 1) / 2
+		want := int64(leaves) * int64(leaves-1) / 2
 		if got := runSkynetVThread(s, leaves); got != want {
 			t.Errorf("vthread skynet of %d leaves = %d, want %d", leaves, got, want)
 		}
