@@ -191,7 +191,7 @@ func proofSkynet(s *Scheduler, spawned *atomic.Int64, num, size int) (int64, err
 // per carrier, not a level of the tree.
 func TestProofSkynet(t *testing.T) {
 	leaves := 1_000_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		leaves = 100_000
 	}
 	s := proofSched(t, Options{})
@@ -233,7 +233,7 @@ func TestProofSkynet(t *testing.T) {
 // joins them all.
 func TestProofManyParked(t *testing.T) {
 	n := 100_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 10_000
 	}
 	s := proofSched(t, Options{})
@@ -759,7 +759,7 @@ func TestProofUnparkBeforePark(t *testing.T) {
 }
 
 func pingPongRounds() int {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		return 10_000
 	}
 	return 100_000

@@ -88,7 +88,7 @@ func pause(i int) {
 }
 
 func iters(long, short int) int {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		return short
 	}
 	return long
