@@ -149,7 +149,8 @@ func capMid(c *stackChunk, boundary uintptr, local *capNode, heap *capNode, arr 
 var capKeep func()
 
 // capCall is the boundary of the regions under test, as the entry
-// trampoline will be for a continuation: it calls a body with no arguments.
+// trampoline (arch.Enter) is for a continuation: it calls a body with no
+// arguments.
 //
 //go:noinline
 func capCall(f func()) { capKeep = f; f() }
