@@ -47,7 +47,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 // ns/op, the time for a whole batch with its collections, means nothing
 // and is not reported.
 func BenchmarkSuspendedMemory(b *testing.B) {
-	for _, s := range suspenders {
+	benchMemory(b, suspenders, "suspended", "suspend")
+}
+
+// benchMemory runs a sub-benchmark per suspender that measures memCount
+// suspended units per iteration and reports B/<state> (with its heap and
+// stack parts) and ns/<verb>, the time to create one and suspend it.
+func benchMemory(b *testing.B, set []suspender, state, verb string) {
+	for _, s := range set {
 		b.Run("impl="+s.name, func(b *testing.B) {
 			warmGoroutines(memCount + 256)
 			var heap, stack int64
@@ -59,10 +66,10 @@ func BenchmarkSuspendedMemory(b *testing.B) {
 				elapsed += el
 			}
 			units := float64(b.N) * memCount
-			b.ReportMetric(float64(heap+stack)/units, "B/suspended")
-			b.ReportMetric(float64(heap)/units, "heap-B/suspended")
-			b.ReportMetric(float64(stack)/units, "stack-B/suspended")
-			b.ReportMetric(float64(elapsed.Nanoseconds())/units, "ns/suspend")
+			b.ReportMetric(float64(heap+stack)/units, "B/"+state)
+			b.ReportMetric(float64(heap)/units, "heap-B/"+state)
+			b.ReportMetric(float64(stack)/units, "stack-B/"+state)
+			b.ReportMetric(float64(elapsed.Nanoseconds())/units, "ns/"+verb)
 			b.ReportMetric(0, "ns/op")
 		})
 	}

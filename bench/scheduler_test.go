@@ -262,25 +262,7 @@ func prepareVThreads(n int) (suspend, end func()) {
 // ns/park, the time to start one and run it to its park. ns/op means
 // nothing and is not reported.
 func BenchmarkParkedMemory(b *testing.B) {
-	for _, p := range parkedSuspenders {
-		b.Run("impl="+p.name, func(b *testing.B) {
-			warmGoroutines(memCount + 256)
-			var heap, stack int64
-			var elapsed time.Duration
-			for range b.N {
-				h, st, el := measureSuspended(p, memCount)
-				heap += h
-				stack += st
-				elapsed += el
-			}
-			units := float64(b.N) * memCount
-			b.ReportMetric(float64(heap+stack)/units, "B/parked")
-			b.ReportMetric(float64(heap)/units, "heap-B/parked")
-			b.ReportMetric(float64(stack)/units, "stack-B/parked")
-			b.ReportMetric(float64(elapsed.Nanoseconds())/units, "ns/park")
-			b.ReportMetric(0, "ns/op")
-		})
-	}
+	benchMemory(b, parkedSuspenders, "parked", "park")
 }
 
 // pingPongVThreads runs n round trips between two virtual threads of s
