@@ -22,126 +22,199 @@ import (
 
 const wordSize = unsafe.Sizeof(uintptr(0))
 
-// stackChunk is a frozen region of a goroutine stack, like Loom's stack
-// chunk: two heap arrays, one of scalar words and one of live pointers,
-// plus what is needed to put the frames back at another address.
+// stackChunk holds a continuation's frozen frames, like Loom's stack
+// chunk: two heap arrays, one of scalar words and one of live pointers.
+// The frames are kept as a stack of records (arch.Link describes the
+// layout): each record is a run of frames that can be thawed on its own,
+// the innermost record last. Thaw copies back only the last record and
+// leaves a return barrier under it (arch.Thaw); a capture freezes only the
+// frames above the barrier, the ones thawed since, and pushes them as new
+// records. A yield in a loop deep in a call stack thus costs a record or
+// two per round trip, whatever the depth.
 type stackChunk struct {
-	// mem is the region's image, n words, lowest address first, followed
-	// by the chunk's offset tables as uint32s: ptrAt (np entries), then
-	// refs (nr pairs). In the image, words that held live pointers or
-	// pointers into the region are zero: those are in ptrs and refs. Dead
-	// pointer slots keep their stale values as plain integers, which the
-	// GC never follows.
+	arch.Link // first: the assembly reads it
+
+	// mem holds the records: an image of the record's frames in which the
+	// words that held live pointers or pointers into the record are zero
+	// (those are in ptrs and the record's references), its tables, and
+	// its header. Dead pointer slots keep their stale values as plain
+	// integers, which the GC never follows.
 	mem []uintptr
-	// ptrs holds the region's live pointers to memory outside the stack
-	// (heap and static data), each published to the GC exactly once;
-	// ptrAt[i] is the word index ptrs[i] came from. refs are the words
-	// that held pointers into the region itself (saved frame pointers,
-	// pointers to stack locals), with the byte offsets they pointed at, to
-	// be relocated at thaw.
-	ptrs      []unsafe.Pointer
-	n, np, nr uint32
-	// nframes is the number of frames; the innermost continues at pc0 and
-	// saves its caller's frame pointer at byte offset bp0. The others are
-	// found by walking the image: their return addresses are in it.
-	nframes uint32
-	bp0     uint32
-	pc0     uintptr
-	// outerBP is the word index of the outermost frame's saved frame
-	// pointer, which points into the boundary frame and is patched at thaw;
-	// -1 if that frame saves none.
-	outerBP int32
-	// topOff is the region's top (the boundary frame's SP) as an offset
-	// below the goroutine's stack top: where the jump back lands, however
-	// the stack has moved since.
-	topOff uintptr
-	// cleared are the pointer words of stack objects no live pointer
-	// reaches that held an address in the stack outside the region:
-	// garbage, which the image holds as zero rather than as an address
-	// that would dangle once the frames are thawed elsewhere. Nil unless
-	// there were any.
+	// ptrs holds the records' live pointers to memory outside the stack
+	// (heap and static data), each published to the GC exactly once.
+	// ptrs[PtrTop:ptrHigh] may still hold the pointers of records thawed
+	// since the last capture, which clears them.
+	ptrs    []unsafe.Pointer
+	ptrHigh int
+
+	// lastFrames and lastWords are what the last capture froze.
+	lastFrames, lastWords uint32
+	// cleared are the words (region word indexes of the last capture) of
+	// stack objects no live pointer reaches that held an address in the
+	// stack outside the record: garbage, which the image holds as zero
+	// rather than as an address that would dangle once the frames are
+	// thawed elsewhere. Nil unless there were any.
 	cleared []uint32
 }
 
-// words returns the image.
-func (c *stackChunk) words() []uintptr { return c.mem[:c.n] }
+// The thaw policy: the innermost record holds at least firstRecordFrames
+// frames (the engine's three and the frame that called Yield, so that a
+// resumed loop runs without crossing the barrier), every other at least
+// laterRecordFrames, and every record is extended so that no reference
+// into the stack crosses a record boundary: no thawed frame ever points
+// into a frame that is still frozen.
+const (
+	firstRecordFrames = 5
+	laterRecordFrames = 8
+)
 
-// ptrAt returns the word indexes of ptrs.
-func (c *stackChunk) ptrAt() []uint32 {
-	if c.np == 0 {
-		return nil
-	}
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.mem[c.n])), c.np)
+// record is a decoded record header.
+type record struct {
+	start              int // index in mem of the record's image
+	end                int // index in mem just past its header
+	n, np, nr, nframes uint32
+	pc0                uintptr
+	bp0, outerBP       uint32
+	flags              uintptr
 }
 
-// refs returns the references into the region.
-func (c *stackChunk) refs() []stackRef {
-	if c.nr == 0 {
-		return nil
+// recordEnding decodes the record whose header ends at mem[end].
+func (c *stackChunk) recordEnding(end int) record {
+	h := c.mem[end-arch.RecordHeader : end]
+	r := record{
+		end:     end,
+		start:   end - int(h[5]),
+		n:       uint32(h[4]),
+		np:      uint32(h[4] >> 32),
+		nr:      uint32(h[3]),
+		nframes: uint32(h[3] >> 32),
+		pc0:     h[2],
+		bp0:     uint32(h[1]),
+		outerBP: uint32(h[1] >> 32),
+		flags:   h[0],
 	}
-	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.mem[c.n]), uintptr(c.np)*4)), c.nr)
+	return r
 }
 
-// frames returns the frozen frames, innermost first, read from the image.
-func (c *stackChunk) frames() []chunkFrame {
-	var out []chunkFrame
-	pc, sp := c.pc0, uint32(0)
-	for range c.nframes {
-		d := descFor(pc)
-		out = append(out, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
-		sp += d.size
-		pc = c.mem[sp/uint32(wordSize)-1]
+// records returns the chunk's records, innermost first.
+func (c *stackChunk) records() []record {
+	var out []record
+	for end := int(c.MemTop); end > 0; {
+		r := c.recordEnding(end)
+		out = append(out, r)
+		end = r.start
 	}
 	return out
+}
+
+// words returns a record's image.
+func (c *stackChunk) words(r record) []uintptr { return c.mem[r.start : r.start+int(r.n)] }
+
+// ptrAt returns a record's pointer word indexes.
+func (c *stackChunk) ptrAt(r record) []uint32 {
+	if r.np == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.mem[r.start+int(r.n)])), r.np)
+}
+
+// refs returns a record's references into itself.
+func (c *stackChunk) refs(r record) []stackRef {
+	if r.nr == 0 {
+		return nil
+	}
+	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.mem[r.start+int(r.n)]), uintptr(r.np)*4)), r.nr)
+}
+
+// frozenFrames is the number of frames in the chunk.
+func (c *stackChunk) frozenFrames() int {
+	n := 0
+	for end := int(c.MemTop); end > 0; {
+		r := c.recordEnding(end)
+		n += int(r.nframes)
+		end = r.start
+	}
+	return n
+}
+
+// frames returns the frozen frames, innermost first, read from the
+// records; sp and fp are byte offsets from the base of each frame's record.
+func (c *stackChunk) frames() []chunkFrame {
+	var out []chunkFrame
+	for _, r := range c.records() {
+		pc, sp := r.pc0, uint32(0)
+		for i := range r.nframes {
+			d := descFor(pc)
+			out = append(out, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
+			sp += d.size
+			if i+1 < r.nframes {
+				pc = c.mem[r.start+int(sp/uint32(wordSize))-1]
+			}
+		}
+	}
+	return out
+}
+
+// deferPending reports whether a frozen frame has a deferred call pending:
+// whether a panic or runtime.Goexit that reaches the return barrier must
+// thaw more frames to run them.
+func (c *stackChunk) deferPending() bool {
+	for end := int(c.MemTop); end > 0; {
+		r := c.recordEnding(end)
+		if r.flags&arch.RecordDefers != 0 {
+			return true
+		}
+		end = r.start
+	}
+	return false
+}
+
+// dropToDefers discards the innermost records whose frames have no
+// deferred call pending: a panic unwinds them without running anything.
+func (c *stackChunk) dropToDefers() {
+	for c.MemTop > 0 {
+		r := c.recordEnding(int(c.MemTop))
+		if r.flags&arch.RecordDefers != 0 {
+			return
+		}
+		c.MemTop = uintptr(r.start)
+		c.PtrTop -= uintptr(r.np)
+	}
+}
+
+// reset empties the chunk, keeping its arrays.
+func (c *stackChunk) reset() {
+	c.MemTop, c.PtrTop = 0, 0
 }
 
 // captureScratch is capture's working space, pooled so that warm yields
 // allocate nothing and suspended chunks hold only what thaw needs.
 type captureScratch struct {
 	c       *stackChunk // the chunk being captured into
-	oldPtrs int         // len(c.ptrs) before this capture
 	words   []uintptr
 	frames  []chunkFrame
 	objs    []chunkObject
-	bps     []int32
+	bps       []int32
+	outerBP   int32
+	outerArgs uint32 // bytes of arguments of the outermost frame
 	work    []int32
+	ptrs    []unsafe.Pointer
 	ptrAt   []uint32
-	refs    []stackRef
+	refs    []stackRef // references from live words
+	weak    []stackRef // references from words of dead stack objects
 	cleared []uint32
+	reach   []int32 // per frame: the outermost frame a reference ties it to
+	cuts    []int32 // per record, innermost first: its first frame
+	rec     []int32 // per pointer, then per reference: its record
+	count   []int32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(captureScratch) }}
 
 func putScratch(s *captureScratch) {
-	s.c, s.words = nil, nil
+	clear(s.ptrs) // published, or dropped: either way not the scratch's to keep
+	s.c, s.words, s.ptrs = nil, s.words[:0], s.ptrs[:0]
 	scratchPool.Put(s)
-}
-
-// seal moves a successful capture from the scratch into the chunk, in as
-// little memory as it needs.
-func (c *stackChunk) seal(s *captureScratch) {
-	n, np, nr := len(s.words), len(s.ptrAt), len(s.refs)
-	// The pointer array is reused: clear what the last capture left
-	// beyond this one's pointers, or the GC would keep it alive.
-	if len(c.ptrs) < s.oldPtrs {
-		clear(c.ptrs[len(c.ptrs):s.oldPtrs])
-	}
-	total := n + (np+2*nr+1)/2
-	if cap(c.mem) < total {
-		mem := make([]uintptr, total)
-		copy(mem, s.words) // the image, captured into c.mem
-		c.mem = mem
-	}
-	c.mem = c.mem[:total]
-	c.n, c.np, c.nr = uint32(n), uint32(np), uint32(nr)
-	copy(c.ptrAt(), s.ptrAt)
-	copy(c.refs(), s.refs)
-	c.nframes = uint32(len(s.frames))
-	c.pc0 = s.frames[0].pc
-	c.bp0 = s.frames[0].fp - 2*uint32(wordSize)
-	if len(s.cleared) > 0 || c.cleared != nil {
-		c.cleared = append(c.cleared[:0], s.cleared...)
-	}
 }
 
 type stackRef struct {
@@ -166,11 +239,14 @@ func (e *errPinned) Error() string {
 	return fmt.Sprintf("pinned: %v at %s", e.reason, rt.FindFunc(e.pc-1).Name())
 }
 
-// capture copies into c the frames from its caller's frame (which
+// capture freezes into c the frames from its caller's frame (which
 // continues right after this call) up to, not including, the innermost
-// frame of the function whose entry PC is boundary. It returns an
-// *errPinned if the region cannot be frozen, and another error if the walk
-// finds no boundary frame.
+// frame of the function whose entry PC is boundary, or of arch.Thaw, the
+// return barrier under frames thawed from c. Frames above a barrier are
+// pushed as new records on top of those still frozen; frames above
+// boundary replace c's records. It returns an *errPinned if the region
+// cannot be frozen, and another error if the walk finds no boundary frame;
+// c is unchanged then.
 //
 // The stack may move whenever capture calls anything, so it keeps
 // positions either as unsafe.Pointers in its own frame (which the runtime
@@ -183,16 +259,14 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// frame of the region.
 	pc, sp := arch.CallerPCSP()
 	s := scratchPool.Get().(*captureScratch)
-	s.c, s.oldPtrs = c, len(c.ptrs)
+	s.c = c
 	err := c.captureIn(s, boundary, pc, sp)
-	if err != nil {
-		// Nothing is suspended: drop what the attempt published.
-		clear(c.ptrs[:max(len(c.ptrs), s.oldPtrs)])
-		c.ptrs = c.ptrs[:0]
-	}
 	putScratch(s)
 	return err
 }
+
+// scThaw is the entry PC of arch.Thaw, the return barrier.
+var scThaw = arch.ThawPC()
 
 // captureIn is capture, given capture's own PC and SP, with the scratch s.
 // Its frame lies below capture's, outside the region.
@@ -204,9 +278,8 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 	sp = unsafe.Add(sp, d.size)
 	base := sp
-	c.ptrs = c.ptrs[:0]
-	s.ptrAt, s.refs, s.cleared = s.ptrAt[:0], s.refs[:0], s.cleared[:0]
-	c.outerBP = -1 // set below if the outermost frame saves one
+	s.ptrs, s.ptrAt, s.refs, s.weak, s.cleared = s.ptrs[:0], s.ptrAt[:0], s.refs[:0], s.weak[:0], s.cleared[:0]
+	s.outerBP = -1 // set below if the outermost frame saves one
 
 	// Walk the region, classifying every frame. sp and base are
 	// unsafe.Pointers, relocated if a call here moves the stack; their
@@ -214,12 +287,22 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	prev := s.frames[:cap(s.frames)] // the last capture's frames, for their descriptors
 	s.frames = s.frames[:0]
 	objects := false
+	barrier := false
 	for {
 		var d *frameDesc
 		if i := len(s.frames); i < len(prev) && prev[i].pc == pc && prev[i].d != nil {
 			d = prev[i].d // same call site as last time at this depth
 		} else {
 			d = descFor(pc)
+		}
+		if d.entry == scThaw && !d.bad {
+			// The return barrier: its first argument is the Link it
+			// thaws, which must be c's.
+			if *(*unsafe.Pointer)(unsafe.Add(sp, d.size)) != unsafe.Pointer(&c.Link) {
+				return errors.New("weft: capture: the return barrier above the region belongs to another continuation")
+			}
+			barrier = true
+			break
 		}
 		if d.entry == boundary && !d.bad {
 			break
@@ -255,12 +338,17 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	if len(s.frames) == 0 {
 		return errors.New("weft: capture: the boundary is the caller itself")
 	}
-	if outer := s.frames[len(s.frames)-1].d; outer.args != 0 {
-		// Its arguments would live in the boundary frame.
+	// The outermost frame's arguments live in the boundary frame: in the
+	// return barrier's argument area, which the region takes in; a body
+	// called by Enter has none.
+	outer := s.frames[len(s.frames)-1].d
+	if outer.args < 0 || outer.args%int32(wordSize) != 0 || (!barrier && outer.args != 0) || outer.args > arch.MaxRecordArgs {
 		return fmt.Errorf("weft: capture: outermost frame %s has %d bytes of arguments", outer.fn.Name(), outer.args)
 	}
 	size := uintptr(s.frames[len(s.frames)-1].fp)
-	n := int(size / wordSize)
+	s.outerArgs = uint32(outer.args)
+	full := size + uintptr(outer.args) // the region, arguments included
+	n := int(full / wordSize)
 
 	// A defer record whose frame lies in the region would dangle.
 	g := rt.CurG()
@@ -282,7 +370,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			for k := range d.objs {
 				o := &d.objs[k]
 				at := int64(f.sp) + o.off
-				if at < 0 || at+int64(o.size) > int64(size) {
+				if at < 0 || at+int64(o.size) > int64(full) {
 					return fmt.Errorf("weft: capture: stack object of %s lies outside the region", d.fn.Name())
 				}
 				s.objs = append(s.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
@@ -295,7 +383,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 		if d.hasBP {
 			bp := int32((f.fp - 2*uint32(wordSize)) / uint32(wordSize))
 			if i == last {
-				c.outerBP = bp
+				s.outerBP = bp
 			} else {
 				s.bps = append(s.bps, bp)
 			}
@@ -306,7 +394,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	if err != nil {
 		return err
 	}
-	r := region{base: base, words: words, lo: lo, hi: lo + size, gLo: gLo, gHi: gHi}
+	r := region{base: base, words: words, lo: lo, hi: lo + full, gLo: gLo, gHi: gHi}
 
 	// Sort the words the maps mark live into pointers out of the stack and
 	// pointers into the region; a pointer into the stack outside the region
@@ -324,7 +412,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 				// Re-read it as a pointer from the live stack: base has
 				// followed any move, and a pointer out of the stack is
 				// unchanged by one.
-				c.ptrs = append(c.ptrs, *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize)))
+				s.ptrs = append(s.ptrs, *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize)))
 				s.ptrAt = append(s.ptrAt, w)
 				words[w] = 0
 				continue
@@ -346,9 +434,9 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	// contents cannot matter as pointers (the GC would not keep their
 	// targets alive), but runtime.adjustframe relocates the pointer words
 	// of every stack object, live or not, when it copies a stack, so words
-	// pointing into the region are relocated here too; words pointing
-	// elsewhere in the stack are garbage left by earlier calls, and are
-	// zeroed rather than thawed as addresses into another stack.
+	// pointing into their own record are relocated here too; words
+	// pointing elsewhere in the stack are garbage left by earlier calls,
+	// and are zeroed rather than thawed as addresses into another stack.
 	for k := range s.objs {
 		o := &s.objs[k]
 		if o.live {
@@ -362,7 +450,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			switch v := words[w]; {
 			case v == 0:
 			case r.lo <= v && v < r.hi:
-				s.refs = append(s.refs, stackRef{at: uint32(w), target: uint32(v - r.lo)})
+				s.weak = append(s.weak, stackRef{at: uint32(w), target: uint32(v - r.lo)})
 				words[w] = 0
 			case r.gLo <= v && v < r.gHi:
 				s.cleared = append(s.cleared, uint32(w))
@@ -370,8 +458,264 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			}
 		}
 	}
-	c.seal(s)
+	if !barrier {
+		c.reset() // a fresh region replaces whatever c held
+	}
+	s.partition()
+	c.push(s)
 	return nil
+}
+
+// partition cuts the captured frames into records, innermost first, by
+// the thaw policy: a record may not be cut between the word of a
+// reference into the stack and the word it points at.
+func (s *captureScratch) partition() {
+	nf := int32(len(s.frames))
+	s.reach = s.reach[:0]
+	for i := range nf {
+		s.reach = append(s.reach, i)
+	}
+	for _, r := range s.refs {
+		// A word in a callee's argument area (the bottom of its caller's
+		// frame) is the callee's as much as the caller's.
+		a, b := s.owners(r.at)
+		t := min(s.frameOf(r.target), nf-1)
+		s.reach[min(a, t)] = max(s.reach[min(a, t)], b, t)
+	}
+	s.cuts = s.cuts[:0]
+	for start := int32(0); start < nf; {
+		end := start + laterRecordFrames
+		if start == 0 {
+			end = firstRecordFrames
+		}
+		end = min(end, nf)
+		for i := start; i < end || (end < nf && s.frames[end-1].d.args > arch.MaxRecordArgs); i++ {
+			end = max(end, s.reach[i]+1, i+1)
+		}
+		s.cuts = append(s.cuts, start)
+		start = end
+	}
+}
+
+// owners returns the frames a word of the region belongs to: the frame
+// holding it, and the callee below it too if the word is in the callee's
+// argument area. Words past the outermost frame are its arguments.
+func (s *captureScratch) owners(w uint32) (lo, hi int32) {
+	nf := int32(len(s.frames))
+	j := s.frameOf(w * uint32(wordSize))
+	if j >= nf {
+		return nf - 1, nf - 1
+	}
+	if j > 0 {
+		if f := &s.frames[j-1]; w*uint32(wordSize) < f.fp+uint32(f.d.args) {
+			return j - 1, j
+		}
+	}
+	return j, j
+}
+
+// frameOf returns the index of the frame holding the region byte off.
+func (s *captureScratch) frameOf(off uint32) int32 {
+	lo, hi := 0, len(s.frames)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.frames[m].fp <= off {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return int32(lo)
+}
+
+// recordOf returns the index (innermost first) of the record holding the
+// region word w.
+func (s *captureScratch) recordOf(w uint32) int32 {
+	return s.recordOfFrame(min(s.frameOf(w*uint32(wordSize)), int32(len(s.frames))-1))
+}
+
+// recordOfFrame returns the index of the record holding frame f.
+func (s *captureScratch) recordOfFrame(f int32) int32 {
+	lo, hi := 0, len(s.cuts)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.cuts[m] <= f {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return int32(lo - 1)
+}
+
+// push appends the records of a successful capture to c, outermost first,
+// so that the innermost record ends up last, where arch.Thaw pops it.
+func (c *stackChunk) push(s *captureScratch) {
+	nrec := len(s.cuts)
+	// Which record each pointer and reference belongs to, and how many
+	// each record has. Pointers first, then strong references, then weak
+	// ones; a weak reference out of its own record is dropped.
+	s.rec = s.rec[:0]
+	s.count = append(s.count[:0], make([]int32, 2*nrec)...)
+	for _, w := range s.ptrAt {
+		// A pointer in the argument area of a record's outermost frame is
+		// that frame's: its record ends with those words, and thaw puts
+		// them in the barrier's argument area.
+		a, _ := s.owners(w)
+		r := s.recordOfFrame(a)
+		s.rec = append(s.rec, r)
+		s.count[2*r]++
+	}
+	for _, x := range s.refs {
+		r := s.recordOf(x.at)
+		s.rec = append(s.rec, r)
+		s.count[2*r+1]++
+	}
+	for _, x := range s.weak {
+		r := s.recordOf(x.at)
+		if s.recordOf(x.target/uint32(wordSize)) != r {
+			r = -1
+		} else {
+			s.count[2*r+1]++
+		}
+		s.rec = append(s.rec, r)
+	}
+	// Saved frame pointers are references too, except the outermost of
+	// each record, which thaw links to the barrier.
+	for _, w := range s.bps {
+		if f := s.frameOf(uint32(w) * uint32(wordSize)); !s.recordLast(f) {
+			s.count[2*s.recordOf(uint32(w))+1]++
+		}
+	}
+
+	// Room for everything.
+	total := 0
+	for r := range nrec {
+		fs, fe := s.recordFrames(r)
+		nw := int(s.frames[fe-1].fp-s.frames[fs].sp+s.argsOf(fe-1)) / int(wordSize)
+		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeader
+	}
+	top := int(c.MemTop)
+	if need := top + total; need > len(c.mem) {
+		mem := make([]uintptr, max(need, 2*len(c.mem)))
+		copy(mem, c.mem[:top])
+		c.mem = mem
+		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
+	}
+	np := len(s.ptrAt)
+	ptop := int(c.PtrTop)
+	if need := ptop + np; need > len(c.ptrs) {
+		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs), 16))
+		copy(ptrs, c.ptrs[:ptop])
+		c.ptrs = ptrs
+		c.Ptrs = unsafe.Pointer(unsafe.SliceData(ptrs))
+		c.ptrHigh = ptop
+	}
+
+	for r := nrec - 1; r >= 0; r-- {
+		fs, fe := s.recordFrames(r)
+		rb := s.frames[fs].sp / uint32(wordSize) // the record's first word in the region
+		nw := (s.frames[fe-1].fp - s.frames[fs].sp + s.argsOf(fe-1)) / uint32(wordSize)
+		npr, nrr := int(s.count[2*r]), int(s.count[2*r+1])
+		rec := c.mem[top : top+int(nw)+(npr+2*nrr+1)/2+arch.RecordHeader]
+		copy(rec, s.words[rb:rb+nw])
+		tab := rec[nw:]
+		ptrAt := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tab))), npr)
+		refs := unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(tab)), npr*4)), nrr)
+		k := 0
+		for i, w := range s.ptrAt {
+			if s.rec[i] == int32(r) {
+				ptrAt[k] = w - rb
+				c.ptrs[ptop+k] = s.ptrs[i]
+				k++
+			}
+		}
+		ptop += k
+		k = 0
+		for i, x := range s.refs {
+			if s.rec[np+i] == int32(r) {
+				refs[k] = stackRef{at: x.at - rb, target: x.target - rb*uint32(wordSize)}
+				k++
+			}
+		}
+		for i, x := range s.weak {
+			if s.rec[np+len(s.refs)+i] == int32(r) {
+				refs[k] = stackRef{at: x.at - rb, target: x.target - rb*uint32(wordSize)}
+				k++
+			}
+		}
+		outerBP := uint32(arch.NoBP)
+		if fe == len(s.frames) {
+			if s.outerBP >= 0 {
+				outerBP = uint32(s.outerBP) - rb
+			}
+		} else if f := &s.frames[fe-1]; f.d.hasBP {
+			outerBP = (f.fp-2*uint32(wordSize))/uint32(wordSize) - rb
+		}
+		var flags uintptr
+		for i := fs; i < fe; i++ {
+			f := &s.frames[i]
+			if w := uint32(f.fp-2*uint32(wordSize)) / uint32(wordSize); f.d.hasBP && i != fe-1 {
+				// The frame's saved BP: the next frame's BP slot. copyRegion
+				// zeroed it and checked that it points there.
+				next := &s.frames[i+1]
+				refs[k] = stackRef{at: w - rb, target: next.fp - 2*uint32(wordSize) - rb*uint32(wordSize)}
+				k++
+			}
+			if f.d.deferAt >= 0 && *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.words)), uintptr(f.sp)+uintptr(f.d.deferAt))) != 0 {
+				flags |= arch.RecordDefers
+			}
+		}
+		h := rec[len(rec)-arch.RecordHeader:]
+		h[0] = flags | uintptr(s.argsOf(fe-1)/uint32(wordSize))<<32
+		h[1] = uintptr(s.frames[fs].fp-2*uint32(wordSize)-rb*uint32(wordSize)) | uintptr(outerBP)<<32
+		h[2] = s.frames[fs].pc
+		h[3] = uintptr(nrr) | uintptr(fe-fs)<<32
+		h[4] = uintptr(nw) | uintptr(npr)<<32
+		h[5] = uintptr(len(rec))
+		top += len(rec)
+	}
+	c.MemTop = uintptr(top)
+	c.PtrTop = uintptr(ptop)
+	if c.ptrHigh > ptop {
+		clear(c.ptrs[ptop:c.ptrHigh]) // pointers of records thawed since
+	}
+	c.ptrHigh = ptop
+	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(len(s.words))-s.outerArgs/uint32(wordSize)
+	if len(s.cleared) > 0 || c.cleared != nil {
+		c.cleared = append(c.cleared[:0], s.cleared...)
+	}
+}
+
+// argsOf returns the bytes of arguments of frame f, the outermost of a
+// record: words its record's image ends with.
+func (s *captureScratch) argsOf(f int) uint32 {
+	if f == len(s.frames)-1 {
+		return s.outerArgs
+	}
+	return uint32(s.frames[f].d.args)
+}
+
+// recordFrames returns the frames [fs, fe) of record r (innermost first).
+func (s *captureScratch) recordFrames(r int) (fs, fe int) {
+	fs, fe = int(s.cuts[r]), len(s.frames)
+	if r+1 < len(s.cuts) {
+		fe = int(s.cuts[r+1])
+	}
+	return fs, fe
+}
+
+// recordLast reports whether frame f is the outermost of its record.
+func (s *captureScratch) recordLast(f int32) bool {
+	if int(f) == len(s.frames)-1 {
+		return true
+	}
+	for _, c := range s.cuts {
+		if c == f+1 {
+			return true
+		}
+	}
+	return false
 }
 
 // region is what sort needs to know about a region being captured: its
@@ -414,35 +758,30 @@ func (s *captureScratch) sort(r *region, w int32) (pinned bool) {
 		// Re-read the word as a pointer from the live stack: base has
 		// followed any move, and a pointer out of the stack is unchanged by
 		// one.
-		s.c.ptrs = append(s.c.ptrs, *(*unsafe.Pointer)(unsafe.Add(r.base, uintptr(w)*wordSize)))
+		s.ptrs = append(s.ptrs, *(*unsafe.Pointer)(unsafe.Add(r.base, uintptr(w)*wordSize)))
 		s.ptrAt = append(s.ptrAt, uint32(w))
 		r.words[w] = 0
 	}
 	return false
 }
 
-// copyRegion copies the n words at base into c.words, takes the bounds of
-// the region (lo) and of g's stack at the same stack position, and turns
-// the saved frame pointers into offsets.
+// copyRegion copies the n words at base into s.words, takes the bounds of
+// the region (lo) and of g's stack at the same stack position, and checks
+// and clears the saved frame pointers.
 func (s *captureScratch) copyRegion(base unsafe.Pointer, g *rt.G, n int) (words []uintptr, lo, gLo, gHi uintptr, err error) {
-	// The image goes straight into the chunk, with room for offset
-	// tables as large as last time's and a little more; seal grows it if
-	// they turn out larger.
-	c := s.c
-	if want := n + int(c.np+2*c.nr+1)/2 + 4; cap(c.mem) < want {
-		c.mem = make([]uintptr, want)
+	if cap(s.words) < n {
+		s.words = make([]uintptr, n+n/4)
 	}
-	words = c.mem[:n]
+	words = s.words[:n]
 	s.words = words
 	lo, gLo, gHi = snapshot(words, base, g)
-	hi := lo + uintptr(n)*wordSize
-	s.c.topOff = gHi - hi
+	// Every saved frame pointer but the outermost must point at the next
+	// frame's own: push stores them as that link, and thaw rebuilds it.
 	for _, w := range s.bps {
-		v := words[w]
-		if v < lo || v >= hi {
-			return nil, 0, 0, 0, &errPinned{pinning.UnknownFrame, s.framePC(uint32(uintptr(w) * wordSize))}
+		i := s.frameOf(uint32(w) * uint32(wordSize))
+		if v := words[w]; i+1 >= int32(len(s.frames)) || !s.frames[i+1].d.hasBP || v != lo+uintptr(s.frames[i+1].fp)-2*wordSize {
+			return nil, 0, 0, 0, &errPinned{pinning.UnknownFrame, s.frames[i].pc}
 		}
-		s.refs = append(s.refs, stackRef{at: uint32(w), target: uint32(v - lo)})
 		words[w] = 0
 	}
 	return words, lo, gLo, gHi, nil

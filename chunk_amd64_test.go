@@ -77,16 +77,17 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 	// append and fmt); every address is derived from it afresh, never
 	// cached as an integer across a call.
 	base := func() uintptr { return uintptr(sp) }
-	own := c.frames()[0].fp / uint32(wordSize) // words of capLeaf's own frame
+	fc := c.flat()
+	own := fc.frames[0].fp / uint32(wordSize) // words of capLeaf's own frame
 	live := func(w uint32) uintptr { return *(*uintptr)(unsafe.Add(sp, uintptr(w)*wordSize)) }
 	seen := map[uint32]string{}
-	for i, w := range c.ptrAt() {
-		if w >= own && live(w) != uintptr(c.ptrs[i]) {
-			res.problems = append(res.problems, fmt.Sprintf("ptrs[%d] = %p, live word %d holds %#x", i, c.ptrs[i], w, live(w)))
+	for i, w := range fc.ptrAt {
+		if w >= own && live(w) != uintptr(fc.ptrs[i]) {
+			res.problems = append(res.problems, fmt.Sprintf("ptrs[%d] = %p, live word %d holds %#x", i, fc.ptrs[i], w, live(w)))
 		}
 		seen[w] = "ptr"
 	}
-	for _, r := range c.refs() {
+	for _, r := range fc.refs {
 		if r.at >= own && live(r.at) != base()+uintptr(r.target) {
 			res.problems = append(res.problems, fmt.Sprintf("ref at word %d targets offset %d, live word holds offset %d", r.at, r.target, live(r.at)-base()))
 		}
@@ -98,13 +99,13 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 	for _, w := range c.cleared {
 		seen[w] = "cleared dead-object word"
 	}
-	for w, v := range c.words() {
+	for w, v := range fc.words {
 		switch {
-		case int32(w) == c.outerBP:
+		case int32(w) == fc.outerBP:
 			// Points into the boundary frame; the runtime adjusts the live
 			// word if the stack moves, the image keeps the old value, and
 			// thaw patches it. It must point above the region.
-			if live(uint32(w)) < base()+uintptr(len(c.words()))*wordSize {
+			if live(uint32(w)) < base()+uintptr(len(fc.words))*wordSize {
 				res.problems = append(res.problems, fmt.Sprintf("outermost saved frame pointer %#x does not point above the region", live(uint32(w))))
 			}
 		case seen[uint32(w)] != "":
@@ -116,20 +117,20 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 		}
 	}
 	for _, p := range want {
-		if !slices.Contains(c.ptrs, p) {
+		if !slices.Contains(fc.ptrs, p) {
 			res.problems = append(res.problems, fmt.Sprintf("live pointer %p is not in ptrs", p))
 		}
 	}
 	for _, ref := range wantRefs {
 		found := false
-		for _, r := range c.refs() {
+		for _, r := range fc.refs {
 			found = found || uintptr(ref)-base() == uintptr(r.target)
 		}
 		if !found {
-			res.problems = append(res.problems, fmt.Sprintf("pointer to stack local at region offset %d is not among the refs (region of %d bytes)", uintptr(ref)-base(), len(c.words())*int(wordSize)))
+			res.problems = append(res.problems, fmt.Sprintf("pointer to stack local at region offset %d is not among the refs (region of %d bytes)", uintptr(ref)-base(), len(fc.words)*int(wordSize)))
 		}
 	}
-	if c.outerBP < 0 {
+	if fc.outerBP < 0 {
 		res.problems = append(res.problems, "the outermost frame's saved frame pointer was not found")
 	}
 	return res
@@ -186,8 +187,8 @@ func TestCaptureRegion(t *testing.T) {
 	for _, p := range res.problems {
 		t.Error(p)
 	}
-	if len(c.ptrs) == 0 || len(c.refs()) == 0 {
-		t.Fatalf("%d pointers, %d refs", len(c.ptrs), len(c.refs()))
+	if fc := c.flat(); len(fc.ptrs) == 0 || len(fc.refs) == 0 {
+		t.Fatalf("%d pointers, %d refs", len(fc.ptrs), len(fc.refs))
 	}
 }
 
@@ -326,7 +327,7 @@ func TestCaptureWhileStackMoves(t *testing.T) {
 // whereIs names the frame holding word w and w's offset from its SP.
 func (c *stackChunk) whereIs(w uint32) string {
 	off := w * uint32(wordSize)
-	for _, f := range c.frames() {
+	for _, f := range c.flat().frames {
 		if off < f.fp {
 			return fmt.Sprintf("%s+%d of %d, pc %#x", rt.FindFunc(f.pc).Name(), off-f.sp, f.fp-f.sp, f.pc)
 		}

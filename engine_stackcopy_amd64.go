@@ -79,14 +79,19 @@ func (c *Cont) scOnce() {
 	}
 	c.parentResolved = true
 	g := gls.Bind(&c.local)
-	defer gls.Restore(g, prev)
-	s := &c.sc
-	if s.started {
-		k := &s.chunk
-		c.framesThawed.Add(uint64(k.nframes))
-		c.bytesThawed.Add(uint64(k.n) * uint64(wordSize))
+	defer c.scUnmount(g, prev)
+	c.sc.run()
+}
+
+// scUnmount undoes scOnce's binding and counts what arch.Thaw thawed.
+func (c *Cont) scUnmount(g uintptr, prev *gls.Local) {
+	k := &c.sc.chunk
+	if k.FramesThawed != 0 {
+		c.framesThawed.Add(uint64(k.FramesThawed))
+		c.bytesThawed.Add(uint64(k.WordsThawed) * uint64(wordSize))
+		k.FramesThawed, k.WordsThawed = 0, 0
 	}
-	s.run()
+	gls.Restore(g, prev)
 }
 
 // countYields counts, once the whole freeze has succeeded, a yield of c
@@ -95,8 +100,8 @@ func (c *Cont) countYields() {
 	for x := c; x != nil; x = x.child {
 		x.yields.Add(1)
 		k := &x.sc.chunk
-		x.framesFrozen.Add(uint64(k.nframes))
-		x.bytesFrozen.Add(uint64(k.n) * uint64(wordSize))
+		x.framesFrozen.Add(uint64(k.lastFrames))
+		x.bytesFrozen.Add(uint64(k.lastWords) * uint64(wordSize))
 	}
 }
 
@@ -123,7 +128,7 @@ func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 		return false, s.refused()
 	}
 	s.yielded = true
-	arch.JumpBack(s.chunk.topOff)
+	arch.JumpBack(s.chunk.TopOff)
 	panic("unreachable: arch.JumpBack returned")
 }
 
@@ -160,7 +165,7 @@ func (c *Cont) scTrace() []runtime.Frame {
 		frames = ch.scTrace()
 	}
 	k := &c.sc.chunk
-	pcs := make([]uintptr, 0, k.nframes)
+	pcs := make([]uintptr, 0, k.frozenFrames())
 	for _, f := range k.frames() {
 		pcs = f.d.fn.LogicalPCs(f.pc, pcs) // one PC per logical frame
 	}

@@ -50,6 +50,10 @@ type frameDesc struct {
 	// argument maps mark live, in that order: what a region without stack
 	// objects publishes, with no bitmaps.
 	ptrOffs []uint32
+	// deferAt is the byte offset from SP of the frame's open-coded defer
+	// bits (nonzero while a deferred call is pending), or -1 if its
+	// function has no open-coded defers.
+	deferAt int32
 }
 
 type descObject struct {
@@ -91,7 +95,7 @@ func descMiss(pc uintptr) *frameDesc {
 
 // decodeDesc reads a frame's description from the runtime's tables.
 func decodeDesc(pc uintptr) *frameDesc {
-	d := &frameDesc{pc: pc}
+	d := &frameDesc{pc: pc, deferAt: -1}
 	f := rt.FindFunc(pc)
 	if !f.Valid() {
 		d.bad = true
@@ -115,6 +119,16 @@ func decodeDesc(pc uintptr) *frameDesc {
 		d.hasBP = true
 	}
 	d.localsEnd = localsEnd
+	if off, ok := f.DeferBitsOffset(); ok {
+		if !d.hasBP || off == 0 || off > localsEnd {
+			// Deferred calls whose state cannot be found: a panic
+			// crossing the return barrier could not tell whether they
+			// must run, so such a frame is never frozen.
+			d.mapErr = true
+			return d
+		}
+		d.deferAt = int32(localsEnd - off) // varp is the saved-BP slot
+	}
 	m, err := f.StackMapAt(pc, uintptr(localsEnd))
 	if err != nil {
 		d.mapErr = true

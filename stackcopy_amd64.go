@@ -3,25 +3,30 @@
 package weft
 
 import (
+	"reflect"
+	"runtime"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
+	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
 )
 
 // This file drives the destructive half of the stack-copying backend, whose
 // assembly is in package arch: arch.Enter is the entry trampoline a
-// continuation's frames return into, arch.JumpBack discards a captured
-// region and returns to it, and arch.Enter's thaw path copies a chunk back
-// below its own frame and jumps into it. scCont drives them;
+// continuation's frames (or, on a resume, its host frames) return into,
+// arch.JumpBack discards a captured region and returns to it, and
+// arch.Thaw is the return barrier, which copies the chunk's records back
+// one at a time as the frames above it return. scCont drives them;
 // engine_stackcopy_amd64.go drives scCont from Run and Yield.
 
-// scCont is the stack-copying state of a continuation: its chunk, the
-// plan its next thaw reads, and the flags that tell a thawed yield how to
-// return. Cont embeds one; the mechanism tests drive it alone.
+// scCont is the stack-copying state of a continuation: its chunk and the
+// flags that tell a thawed yield how to return. Cont embeds one; the
+// mechanism tests drive it alone.
 type scCont struct {
 	chunk   stackChunk
 	body    func()
+	host    func() // c.resumeHost, made on the first resume
 	started bool
 	yielded bool // the last arch.Enter returned because of a yield
 	resumed bool // set before a thaw; scYield returns when it sees it
@@ -33,6 +38,11 @@ type scCont struct {
 	// abandoned and must unwind (cancel).
 	pinErr *errPinned
 	cancel bool
+
+	// thrown is a panic that crossed the return barrier while frozen
+	// frames still had deferred calls pending: frozenPanic raises it again
+	// in the innermost of them.
+	thrown any
 }
 
 // run runs or resumes c until it yields or its body returns.
@@ -42,54 +52,100 @@ func (c *scCont) run() {
 	c.yielded = false
 	if !c.started {
 		c.started = true
-		arch.Enter(unsafe.Pointer(c), c.body, false, nil)
+		arch.Enter(&c.chunk.Link, c.body)
 	} else {
-		// Grow the stack, then thaw. arch.Enter checks the room itself, after
-		// its last safe point: between here and there the runtime may shrink
-		// the stack (a shrink the GC asked for happens at the next function
-		// prologue), so growing first proves nothing on its own.
-		var plan arch.ThawPlan
-		c.chunk.plan(&plan)
-		need := plan.N*wordSize + 8<<10
-		for {
-			ensureStack(need)
-			c.resumed = true
-			plan.Short = 0
-			arch.Enter(unsafe.Pointer(c), nil, true, &plan)
-			if plan.Short == 0 {
-				break
-			}
-			c.resumed = false
-			need *= 2
+		if c.host == nil {
+			c.host = c.resumeHost
 		}
+		// Room for the first record, so that Thaw rarely has to grow the
+		// stack itself: a comparison when there is.
+		if top := int(c.chunk.MemTop); top > 0 {
+			ensureStack(uintptr(c.chunk.recordEnding(top).n)*wordSize + 8<<10)
+		}
+		c.resumed = true
+		arch.Enter(&c.chunk.Link, c.host)
 	}
 	if !c.yielded {
 		c.done = true
 	}
 }
 
-// plan fills in what arch.Enter needs to thaw k.
-func (k *stackChunk) plan(p *arch.ThawPlan) {
-	*p = arch.ThawPlan{
-		Words:   unsafe.Pointer(unsafe.SliceData(k.mem)),
-		N:       uintptr(k.n),
-		NP:      uintptr(k.np),
-		NR:      uintptr(k.nr),
-		OuterBP: ^uintptr(0),
-		BP0:     uintptr(k.bp0),
-		PC0:     k.pc0,
-	}
-	if k.np > 0 {
-		p.Ptrs = unsafe.Pointer(unsafe.SliceData(k.ptrs))
-		p.PtrAt = unsafe.Pointer(unsafe.SliceData(k.ptrAt()))
-	}
-	if k.nr > 0 {
-		p.Refs = unsafe.Pointer(unsafe.SliceData(k.refs()))
-	}
-	if k.outerBP >= 0 {
-		p.OuterBP = uintptr(k.outerBP)
+// resumeHost is what arch.Enter calls on a resume: the frames between
+// Enter and the return barrier. It thaws the chunk's records as the frames
+// above it return, and carries a panic that crosses the barrier on into
+// the frames still frozen (hostOnce).
+func (c *scCont) resumeHost() {
+	mode := uintptr(0)
+	for !c.hostOnce(mode) {
+		// A panic crossed the barrier and was recovered there: raise it
+		// again in the innermost frozen frame with a deferred call
+		// pending, as if the frames between had unwound (they have none).
+		c.chunk.dropToDefers()
+		c.chunk.Rethrow = frozenPanicPC
+		mode = 1
 	}
 }
+
+// hostOnce runs arch.Thaw in mode, and reports whether it returned: the
+// body's outermost frame returned into the barrier. It returns false when
+// a panic crossed the barrier and frozen frames have deferred calls
+// pending; crossing has recovered it into c.thrown. A runtime.Goexit
+// crossing the barrier never returns.
+//
+//go:noinline
+func (c *scCont) hostOnce(mode uintptr) (finished bool) {
+	defer c.crossing(&finished)
+	arch.Thaw(&c.chunk.Link, mode)
+	return true
+}
+
+// crossing runs when hostOnce's frame unwinds. A panic or runtime.Goexit
+// that reaches the barrier must still run the deferred calls of the frames
+// that are still frozen, innermost first, and recover must work in them as
+// in plain Go. Frozen frames with nothing pending need nothing: they are
+// dropped with the continuation, and the panic goes on untouched, with its
+// original stack for the crash report. Otherwise a panic is recovered here
+// and raised again from the innermost frame that has deferred calls
+// (resumeHost); Goexit cannot be recovered, so the frames are thawed above
+// this deferred call instead, and Goexit is called again from there, which
+// runs their deferred calls, then this frame's callers', and ends the
+// goroutine.
+func (c *scCont) crossing(finished *bool) {
+	if *finished || !c.chunk.deferPending() {
+		return
+	}
+	if r := recover(); r != nil {
+		c.thrown = r
+		return
+	}
+	// runtime.Goexit (recover reports no panic, and stops none: with
+	// GODEBUG=panicnil=1 a panic(nil) is taken for a Goexit).
+	c.chunk.dropToDefers()
+	c.chunk.Rethrow = frozenGoexitPC
+	c.hostOnce(1)
+}
+
+// frozenPanic raises the panic in scCont.thrown again. arch.Thaw enters it
+// as if the innermost thawed frame had called it where that frame
+// continues.
+func frozenPanic() {
+	l := gls.Current()
+	c := l.Owner.(*Cont)
+	v := c.sc.thrown
+	c.sc.thrown = nil
+	panic(v)
+}
+
+// frozenGoexit continues a runtime.Goexit in thawed frames, as frozenPanic
+// continues a panic.
+func frozenGoexit() {
+	runtime.Goexit()
+}
+
+var (
+	frozenPanicPC  = reflect.ValueOf(frozenPanic).Pointer()
+	frozenGoexitPC = reflect.ValueOf(frozenGoexit).Pointer()
+)
 
 // scYield suspends the running scCont: it captures the frames from its own
 // up to arch.Enter's and jumps back. When the continuation is thawed, the
@@ -108,7 +164,7 @@ func scYield(c *scCont) bool {
 		return false
 	}
 	c.yielded = true
-	arch.JumpBack(c.chunk.topOff)
+	arch.JumpBack(c.chunk.TopOff)
 	panic("unreachable: arch.JumpBack returned")
 }
 

@@ -5,57 +5,152 @@ package arch
 import "unsafe"
 
 // The stack-copying backend's control transfers on amd64, in
-// switch_amd64.s. The engine freezes a continuation's frames (everything
-// below an Enter frame) into a heap chunk, discards them with JumpBack, and
-// later has Enter copy them back, on any goroutine, and jump into them.
+// switch_amd64.s. The engine freezes a continuation's frames into a heap
+// chunk of records, discards them with JumpBack, and later has Thaw copy
+// them back, a record at a time, on any goroutine.
+//
+// The stack of a goroutine running a resumed continuation:
+//
+//	caller of Run ... Enter            (JumpBack returns from Enter's call)
+//	the engine's host frames           (Go, with a deferred call for panics)
+//	Thaw                               (the return barrier)
+//	the frames of the last record thawed, outermost first
+//
+// The outermost frame of every record thawed returns into Thaw, at
+// BarrierPC: Thaw then copies the next record beneath itself and jumps into
+// it, with the result registers of the frame that returned, or returns
+// when there are no records left.
 
-// ThawPlan is what Enter's thaw path reads: where the chunk's arrays are and
-// where the innermost frame continues. The engine fills it in, in the frame
-// that calls Enter.
-type ThawPlan struct {
-	Words   unsafe.Pointer // the region's image, N words
-	N       uintptr
-	Ptrs    unsafe.Pointer // NP live pointers out of the stack, or nil
-	PtrAt   unsafe.Pointer // NP uint32 word indexes, where each pointer goes
-	NP      uintptr
-	Refs    unsafe.Pointer // NR (word index, byte offset) uint32 pairs, or nil
-	NR      uintptr
-	OuterBP uintptr // word index of the outermost frame's saved BP, or ^0
-	BP0     uintptr // byte offset of the innermost frame's saved-BP slot
-	PC0     uintptr // where the innermost frame continues
-	// Short is set by Enter when the goroutine's stack has too little room
-	// below Enter's frame: it then returns without thawing, and the caller
-	// grows the stack and tries again.
+// Link is the part of a continuation's chunk that the assembly reads and
+// writes. The engine embeds it first in its chunk.
+//
+// The chunk's records lie in Mem, the innermost last: MemTop words are in
+// use, and the last RecordHeader words of the last record are its header.
+// A record holds the image of a run of frames, innermost first, then its
+// tables as uint32s: where each of its NP pointers goes (word indexes),
+// then NR (word index, byte offset) pairs of references into the record.
+// The record's pointers are the last NP of the PtrTop in Ptrs.
+type Link struct {
+	// TopOff is Enter's SP as an offset below the goroutine's stack top,
+	// set by Enter on every call: JumpBack returns there.
+	TopOff uintptr
+	Mem    unsafe.Pointer // *uintptr
+	MemTop uintptr
+	Ptrs   unsafe.Pointer // *unsafe.Pointer
+	PtrTop uintptr
+	// Rethrow is the ABIInternal entry of a function without arguments
+	// that Thaw calls, in the innermost frame of the next record, instead
+	// of continuing that frame, when Thaw is called with mode 1.
+	Rethrow uintptr
+	// FramesThawed and WordsThawed count what Thaw has copied.
+	FramesThawed, WordsThawed uintptr
+	// Short counts the times Thaw had too little stack and grew it.
 	Short uintptr
 }
 
-// ThawHeadroom is the stack Enter leaves free below thawed frames: more than
+// RecordHeader is the number of words at the end of every record:
+//
+//	-1: the record's length in words, header included
+//	-2: image words | pointers<<32
+//	-3: references | frames<<32
+//	-4: the PC the innermost frame continues at
+//	-5: byte offset of the innermost frame's saved-BP slot | word index of
+//	    the outermost frame's saved BP<<32 (0xFFFFFFFF: none)
+//	-6: flags (RecordDefers: a frame has deferred calls pending) |
+//	    argument words<<32
+//
+// The image ends with the outermost frame's arguments, which live in its
+// caller's frame: the argument area at the bottom of Thaw's frame, where
+// Thaw copies them, and from where it carries the results a returning
+// frame left there into the next record's innermost frame, its caller.
+const RecordHeader = 6
+
+// MaxRecordArgs is the size of Thaw's argument area: a record's outermost
+// frame may have at most this many bytes of arguments and results.
+const MaxRecordArgs = 256
+
+// RecordDefers marks a record holding a frame with deferred calls pending.
+const RecordDefers = 1
+
+// NoBP marks a record whose outermost frame saves no frame pointer.
+const NoBP = 0xFFFFFFFF
+
+// ThawHeadroom is the stack Thaw leaves free below thawed frames: more than
 // a chain of NOSPLIT functions may use (the runtime's StackGuard).
 const ThawHeadroom = 2048
 
-// Enter calls fn in a frame that fn's frames return into; or, if thaw,
-// copies plan's chunk below that frame and jumps into its innermost frame,
-// as if that frame's call had returned a nil error (AX = BX = 0), so that
-// the thawed frames return into Enter instead. ctx is not read; it is
-// there so that the frame layout is the engine's to choose.
-//
-// Both paths run in the one frame, so the outermost frozen frame's return
-// address is valid on every goroutine. The room check happens in assembly
-// after the last safe point: the runtime may shrink a stack at any
-// function prologue, so growing it beforehand proves nothing on its own.
+// Enter records its SP in l.TopOff and calls fn in a frame that fn's frames
+// return into. It is the boundary of a continuation's region when the body
+// was called directly; JumpBack returns from it.
 //
 //go:noescape
-func Enter(ctx unsafe.Pointer, fn func(), thaw bool, plan *ThawPlan)
+func Enter(l *Link, fn func())
+
+// Thaw copies l's last record beneath its own frame and continues its
+// innermost frame: as if that frame's call had returned a nil error (all
+// result registers zero) for mode 0, or by calling l.Rethrow from it for
+// mode 1. The record's outermost frame returns into Thaw, which thaws the
+// next record the same way, with the result registers that frame returned,
+// and so on; Thaw returns when a frame returns into it and l has no records
+// left. When the goroutine's stack is too small for a record it grows it
+// without a safe point at which the runtime could scan the stack (see
+// growPinned).
+//
+//go:noescape
+func Thaw(l *Link, mode uintptr)
 
 // JumpBack discards every frame below Enter's (whose SP is topOff below the
-// goroutine's stack top) and returns from Enter's call of the body.
+// goroutine's stack top) and returns from Enter's call of its body.
 //
 //go:noescape
 func JumpBack(topOff uintptr)
 
-// jump is the end of Enter's thaw path: it sets SP and BP and jumps into
-// the innermost thawed frame. It is never called, and never on a stack.
-func jump()
+// thawPop, thawShort: see switch_amd64.s. They are never called from Go.
+func thawPop()
+func thawShort()
 
-// EnterPC returns the entry PC of Enter: the boundary of every region.
+// EnterPC returns the entry PC of Enter: the boundary of a region whose
+// body was called directly.
 func EnterPC() uintptr
+
+// ThawPC returns the entry PC of Thaw: the boundary of a region thawed from
+// a chunk.
+func ThawPC() uintptr
+
+// growPinned grows the goroutine's stack to have n bytes below the
+// caller's frame. Thaw calls it when a record does not fit, holding the
+// result registers of a frame that returned into it, whose pointers the
+// garbage collector cannot see. So nothing may scan the stack meanwhile:
+// it is nosplit (no stack check, and the compiler marks every instruction
+// of a nosplit function an unsafe point, so no asynchronous preemption
+// either), and it raises m.locks before calling anything that may grow
+// the stack, so that newstack refuses to preempt, and the garbage
+// collector, which must stop the goroutine to scan it, waits.
+//
+//go:nosplit
+func growPinned(n uintptr) {
+	procPin()
+	growStack(n)
+	procUnpin()
+}
+
+// growStack grows the goroutine's stack to at least n bytes below the
+// caller's frame, the ordinary way, by calling down.
+//
+//go:noinline
+func growStack(n uintptr) byte {
+	var pad [1024]byte
+	if n <= uintptr(len(pad)) {
+		return pad[0]
+	}
+	return growStack(n-uintptr(len(pad))) + pad[n%uintptr(len(pad))]
+}
+
+// procPin and procUnpin raise and lower m.locks (runtime.procPin is kept
+// for linkname by the runtime, go.dev/issue/67401).
+//
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()

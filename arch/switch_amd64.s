@@ -4,105 +4,256 @@
 #include "funcdata.h"
 #include "go_asm.h"
 
-// func Enter(ctx unsafe.Pointer, fn func(), thaw bool, plan *ThawPlan)
+// func Enter(l *Link, fn func())
 //
-// The body's outermost frame returns to the instruction after CALL AX,
-// whether the body was called here or thawed below this frame: both paths
-// run in this function's one frame, so that return address is valid on
-// every goroutine.
-TEXT ·Enter(SB), 0, $0-32
+// The body's outermost frame, or the engine's host frame on a resume,
+// returns to the instruction after CALL AX; JumpBack lands there too.
+TEXT ·Enter(SB), 0, $0-16
 	NO_LOCAL_POINTERS
-	MOVBLZX	thaw+16(FP), AX
-	TESTQ	AX, AX
-	JNE	thaw
-	MOVQ	fn+8(FP), DX	// closure context
+	MOVQ	l+0(FP), AX
 	MOVQ	(TLS), R14	// ABIInternal: g in R14, zero in X15
+	MOVQ	8(R14), BX	// g.stack.hi
+	SUBQ	SP, BX
+	MOVQ	BX, Link_TopOff(AX)
+	MOVQ	fn+8(FP), DX	// closure context
 	XORPS	X15, X15
 	MOVQ	0(DX), AX
 	CALL	AX
-	// The body returned, or JumpBack landed here.
 	RET
 
+// Thaw's frame: the argument area of the outermost thawed frame; the
+// result registers of the frame that returned into it (or zeros, before
+// the first record); the mode of the next thaw; and the argument words of
+// the last record thawed, whose results the next record's innermost frame
+// reads from its own outgoing area.
+#define ARGS 0
+#define REGS 256
+#define MODE 328
+#define PREV 336
+
+// func Thaw(l *Link, mode uintptr)
+//
+// Thaw is a real frame under the thawed frames: tracebacks, the garbage
+// collector and stack copying walk through it with its metadata, and its
+// return address is the one its caller pushed. It never writes SP; thawPop
+// does, and is entered by CALL from the one call site below, whose return
+// address (BarrierPC) becomes the return address of every record's
+// outermost frame.
+TEXT ·Thaw(SB), 0, $344-16
+	NO_LOCAL_POINTERS
+	MOVQ	mode+8(FP), AX
+	MOVQ	AX, MODE(SP)
+	XORQ	AX, AX
+	MOVQ	AX, PREV(SP)
+	MOVQ	AX, (REGS+0)(SP)
+	MOVQ	AX, (REGS+8)(SP)
+	MOVQ	AX, (REGS+16)(SP)
+	MOVQ	AX, (REGS+24)(SP)
+	MOVQ	AX, (REGS+32)(SP)
+	MOVQ	AX, (REGS+40)(SP)
+	MOVQ	AX, (REGS+48)(SP)
+	MOVQ	AX, (REGS+56)(SP)
+	MOVQ	AX, (REGS+64)(SP)
+	JMP	next
 thaw:
-	MOVQ	plan+24(FP), R8
-	// Copy the image to [SP-size, SP): the region's top is this frame's SP.
-	MOVQ	ThawPlan_N(R8), CX
-	MOVQ	CX, R9
-	SHLQ	$3, R9
-	MOVQ	SP, DI
-	SUBQ	R9, DI
-	MOVQ	DI, R10	// R10: the region's new base
-	// Room check, after the last safe point: base >= stack.lo + headroom.
-	MOVQ	(TLS), R11
-	MOVQ	0(R11), R12	// g.stack.lo
-	ADDQ	$const_ThawHeadroom, R12
+	CALL	·thawPop(SB)
+	// BarrierPC. A record's outermost frame returned here, with its
+	// results in the ABIInternal result registers; keep them for the next
+	// record's innermost frame, its caller.
+	MOVQ	AX, (REGS+0)(SP)
+	MOVQ	BX, (REGS+8)(SP)
+	MOVQ	CX, (REGS+16)(SP)
+	MOVQ	DI, (REGS+24)(SP)
+	MOVQ	SI, (REGS+32)(SP)
+	MOVQ	R8, (REGS+40)(SP)
+	MOVQ	R9, (REGS+48)(SP)
+	MOVQ	R10, (REGS+56)(SP)
+	MOVQ	R11, (REGS+64)(SP)
+next:
+	MOVQ	l+0(FP), R8
+	CMPQ	Link_MemTop(R8), $0
+	JNE	thaw
+	RET
+
+// thawPop copies l's last record (R8 = l) beneath Thaw's frame, pops it,
+// and jumps into its innermost frame. It is entered by Thaw's CALL, so
+// 0(SP) is BarrierPC and Thaw's SP is 8(SP); BP is Thaw's frame pointer.
+// It writes SP, so it has no frame and is never anywhere but innermost on
+// a stack, and only until its final jump. No safe point: the result
+// registers saved in Thaw's frame may hold pointers that the garbage
+// collector cannot see there.
+TEXT ·thawPop(SB), NOSPLIT|NOFRAME, $0-0
+	MOVQ	Link_MemTop(R8), R9
+	MOVQ	Link_Mem(R8), R10
+	LEAQ	(R10)(R9*8), R11	// R11: the end of the last record
+	MOVLQZX	-16(R11), R13	// image words
+	MOVLQZX	-44(R11), AX	// of which argument words
+	SUBQ	AX, R13
+	SHLQ	$3, R13	// R13: bytes of frames
+	LEAQ	8(SP), DI
+	SUBQ	R13, DI	// DI: the record's base on the stack
+	// Room check: base >= stack.lo + headroom (+8 for a rethrow's
+	// return address).
+	MOVQ	(TLS), R12
+	MOVQ	0(R12), R12	// g.stack.lo
+	ADDQ	$(const_ThawHeadroom+8), R12
 	CMPQ	DI, R12
 	JCS	short	// unsigned below: not enough room
-	MOVQ	ThawPlan_Words(R8), SI
+	MOVQ	-8(R11), SI
+	SHLQ	$3, SI
+	NEGQ	SI
+	ADDQ	R11, SI	// SI: the record's start
+	MOVQ	DI, R12	// R12: the base
+	MOVQ	0(SP), DX	// DX: BarrierPC (the copy overwrites 0(SP))
 	CLD
+	MOVQ	R13, CX
+	SHRQ	$3, CX
+	REP;	MOVSQ	// the frames
+	// The results the last record's outermost frame left in Thaw's
+	// argument area go to the bottom of its caller's frame, the innermost
+	// of this record: where that caller reads them.
+	MOVQ	(8+PREV)(SP), CX
+	MOVQ	SI, R9
+	LEAQ	(8+ARGS)(SP), SI
+	MOVQ	R12, DI
 	REP;	MOVSQ
-	// Live pointers out of the stack.
-	MOVQ	ThawPlan_NP(R8), CX
-	MOVQ	ThawPlan_Ptrs(R8), SI
-	MOVQ	ThawPlan_PtrAt(R8), DX
+	MOVQ	R9, SI
+	// This record's outermost frame's arguments, into the argument area.
+	MOVLQZX	-44(R11), CX
+	MOVQ	CX, (8+PREV)(SP)
+	LEAQ	(8+ARGS)(SP), DI
+	REP;	MOVSQ	// SI now points at the tables
+	// Live pointers out of the stack: the last np of Ptrs.
+	MOVLQZX	-12(R11), CX
+	MOVQ	Link_PtrTop(R8), R9
+	SUBQ	CX, R9
+	MOVQ	R9, Link_PtrTop(R8)
+	MOVQ	Link_Ptrs(R8), R10
+	LEAQ	(R10)(R9*8), R10
 ploop:
 	TESTQ	CX, CX
 	JEQ	pdone
-	MOVQ	(SI), AX
-	MOVL	(DX), BX
-	MOVQ	AX, (R10)(BX*8)
-	ADDQ	$8, SI
-	ADDQ	$4, DX
+	MOVQ	(R10), AX
+	MOVLQZX	(SI), BX
+	MOVQ	AX, (R12)(BX*8)
+	ADDQ	$8, R10
+	ADDQ	$4, SI
 	DECQ	CX
 	JMP	ploop
 pdone:
-	// Pointers into the region: base + offset.
-	MOVQ	ThawPlan_NR(R8), CX
-	MOVQ	ThawPlan_Refs(R8), SI
+	// Pointers into the record: base + offset.
+	MOVLQZX	-24(R11), CX
 rloop:
 	TESTQ	CX, CX
 	JEQ	rdone
-	MOVL	0(SI), BX
-	MOVL	4(SI), AX
-	ADDQ	R10, AX
-	MOVQ	AX, (R10)(BX*8)
+	MOVLQZX	0(SI), BX
+	MOVLQZX	4(SI), AX
+	ADDQ	R12, AX
+	MOVQ	AX, (R12)(BX*8)
 	ADDQ	$8, SI
 	DECQ	CX
 	JMP	rloop
 rdone:
-	// The outermost frame's saved BP is this frame's BP.
-	MOVQ	ThawPlan_OuterBP(R8), BX
-	CMPQ	BX, $-1
+	// The outermost frame returns into Thaw and links to Thaw's frame.
+	MOVQ	DX, -8(R12)(R13*1)
+	MOVLQZX	-36(R11), BX
+	CMPQ	BX, $const_NoBP
 	JEQ	nobp
-	MOVQ	BP, (R10)(BX*8)
+	MOVQ	BP, (R12)(BX*8)
 nobp:
-	MOVQ	ThawPlan_BP0(R8), BX
-	ADDQ	R10, BX
-	MOVQ	ThawPlan_PC0(R8), AX
-	MOVQ	R10, CX
-	JMP	·jump(SB)
-
-short:
-	MOVQ	$1, ThawPlan_Short(R8)
-	RET
-
-// jump: SP = CX, BP = BX, then continue at AX in the innermost thawed
-// frame as if its call to capture had returned a nil error (AX = BX = 0).
-// It writes SP, so it has no frame and is entered by JMP: it is never on
-// the stack.
-//
-// BP is set with XCHGQ BP, BX: vet's framepointer check flags a MOVQ into BP in a
-// frameless function, which here is not a clobber but the restoring of a
-// saved frame pointer.
-TEXT ·jump(SB), NOSPLIT|NOFRAME, $0-0
-	MOVQ	CX, SP
-	XCHGQ	BP, BX
-	MOVQ	AX, R8
-	XORQ	AX, AX
-	XORQ	BX, BX
+	// Pop the record and count it.
+	MOVQ	-8(R11), AX
+	SUBQ	AX, Link_MemTop(R8)
+	MOVLQZX	-20(R11), AX
+	ADDQ	AX, Link_FramesThawed(R8)
+	MOVLQZX	-16(R11), AX
+	ADDQ	AX, Link_WordsThawed(R8)
+	MOVLQZX	-40(R11), R13
+	ADDQ	R12, R13	// R13: the innermost frame's BP
+	MOVQ	-32(R11), DX	// DX: where it continues
 	MOVQ	(TLS), R14
 	XORPS	X15, X15
-	JMP	R8
+	MOVQ	(8+MODE)(SP), AX
+	MOVQ	$0, (8+MODE)(SP)
+	TESTQ	AX, AX
+	JNE	rethrow
+	MOVQ	(8+REGS+0)(SP), AX
+	MOVQ	(8+REGS+8)(SP), BX
+	MOVQ	(8+REGS+16)(SP), CX
+	MOVQ	(8+REGS+24)(SP), DI
+	MOVQ	(8+REGS+32)(SP), SI
+	MOVQ	(8+REGS+40)(SP), R8
+	MOVQ	(8+REGS+48)(SP), R9
+	MOVQ	(8+REGS+56)(SP), R10
+	MOVQ	(8+REGS+64)(SP), R11
+	MOVQ	R12, SP
+	// XCHGQ, not MOVQ: vet's framepointer check flags a MOVQ into BP in
+	// a frameless function, which here is not a clobber but the restoring
+	// of a saved frame pointer.
+	XCHGQ	BP, R13
+	JMP	DX
+rethrow:
+	// As if the innermost frame had called l.Rethrow where it continues.
+	MOVQ	Link_Rethrow(R8), AX
+	MOVQ	DX, -8(R12)
+	LEAQ	-8(R12), SP
+	XCHGQ	BP, R13
+	JMP	AX
+short:
+	INCQ	Link_Short(R8)
+	JMP	·thawShort(SB)
+
+// thawShort is entered by JMP from thawPop when the next record does not
+// fit (R13 = the bytes of its frames): its return address is BarrierPC. It grows the
+// stack with growPinned, puts every result register back as it was, and
+// returns into Thaw, which thaws the record again.
+TEXT ·thawShort(SB), NOSPLIT, $256-0
+	NO_LOCAL_POINTERS
+	MOVUPS	X0, 16(SP)
+	MOVUPS	X1, 32(SP)
+	MOVUPS	X2, 48(SP)
+	MOVUPS	X3, 64(SP)
+	MOVUPS	X4, 80(SP)
+	MOVUPS	X5, 96(SP)
+	MOVUPS	X6, 112(SP)
+	MOVUPS	X7, 128(SP)
+	MOVUPS	X8, 144(SP)
+	MOVUPS	X9, 160(SP)
+	MOVUPS	X10, 176(SP)
+	MOVUPS	X11, 192(SP)
+	MOVUPS	X12, 208(SP)
+	MOVUPS	X13, 224(SP)
+	MOVUPS	X14, 240(SP)
+	ADDQ	$(const_ThawHeadroom+4096), R13
+	MOVQ	R13, 0(SP)
+	CALL	·growPinned(SB)
+	MOVUPS	16(SP), X0
+	MOVUPS	32(SP), X1
+	MOVUPS	48(SP), X2
+	MOVUPS	64(SP), X3
+	MOVUPS	80(SP), X4
+	MOVUPS	96(SP), X5
+	MOVUPS	112(SP), X6
+	MOVUPS	128(SP), X7
+	MOVUPS	144(SP), X8
+	MOVUPS	160(SP), X9
+	MOVUPS	176(SP), X10
+	MOVUPS	192(SP), X11
+	MOVUPS	208(SP), X12
+	MOVUPS	224(SP), X13
+	MOVUPS	240(SP), X14
+	// Thaw's SP is above this frame, its saved BP and its return address:
+	// at 272(SP).
+	MOVQ	(272+REGS+0)(SP), AX
+	MOVQ	(272+REGS+8)(SP), BX
+	MOVQ	(272+REGS+16)(SP), CX
+	MOVQ	(272+REGS+24)(SP), DI
+	MOVQ	(272+REGS+32)(SP), SI
+	MOVQ	(272+REGS+40)(SP), R8
+	MOVQ	(272+REGS+48)(SP), R9
+	MOVQ	(272+REGS+56)(SP), R10
+	MOVQ	(272+REGS+64)(SP), R11
+	RET
 
 // func JumpBack(topOff uintptr)
 TEXT ·JumpBack(SB), NOSPLIT|NOFRAME, $0-8
@@ -110,14 +261,20 @@ TEXT ·JumpBack(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ	(TLS), R14
 	MOVQ	8(R14), DX	// g.stack.hi
 	SUBQ	CX, DX	// Enter's SP
-	MOVQ	-8(DX), AX	// the body's return address, into Enter
-	MOVQ	-16(DX), BX	// the body's saved BP: Enter's BP
-	XCHGQ	BP, BX	// (XCHGQ: see jump)
+	MOVQ	-8(DX), AX	// the return address into Enter
+	MOVQ	-16(DX), BX	// the saved BP: Enter's BP
+	XCHGQ	BP, BX	// (XCHGQ: see thawPop)
 	MOVQ	DX, SP
 	JMP	AX
 
 // func EnterPC() uintptr
 TEXT ·EnterPC(SB), NOSPLIT|NOFRAME, $0-8
 	LEAQ	·Enter(SB), AX
+	MOVQ	AX, ret+0(FP)
+	RET
+
+// func ThawPC() uintptr
+TEXT ·ThawPC(SB), NOSPLIT|NOFRAME, $0-8
+	LEAQ	·Thaw(SB), AX
 	MOVQ	AX, ret+0(FP)
 	RET

@@ -212,3 +212,16 @@ type textsect struct {
 type functab struct {
 	entryoff, funcoff uint32
 }
+
+// DeferBitsOffset returns where a frame of the function keeps the bits of
+// its open-coded deferred calls that are pending: that many bytes below
+// the frame's varp (its saved-BP slot), as runtime.(*_panic).nextFrame
+// reads it. ok is false if the function has no open-coded defers.
+func (f Func) DeferBitsOffset() (off uint32, ok bool) {
+	p := f.FuncData(FUNCDATAOpenCodedDeferInfo)
+	if p == nil {
+		return 0, false
+	}
+	_, v := readvarint(unsafe.Slice((*byte)(p), 5))
+	return v, true
+}

@@ -1,0 +1,74 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"unsafe"
+
+	"github.com/weftrt/weft/arch"
+)
+
+// flatChunk is a chunk's records put back together as the one region they
+// were captured from, innermost frame at offset 0: what the capture tests
+// compare with the live stack.
+type flatChunk struct {
+	words   []uintptr
+	ptrAt   []uint32
+	ptrs    []unsafe.Pointer
+	refs    []stackRef
+	outerBP int32 // word index of the outermost frame's saved BP, or -1
+	frames  []chunkFrame
+}
+
+// flat rebuilds c's records as one region. The saved frame pointer of each
+// record's outermost frame, which thaw links to the barrier, becomes a
+// reference to the next record's innermost frame.
+func (c *stackChunk) flat() flatChunk {
+	f := flatChunk{outerBP: -1}
+	recs := c.records()
+	ptop := int(c.PtrTop)
+	base := uint32(0) // words
+	for i, r := range recs {
+		img := c.words(r)
+		args := uint32(r.flags >> 32)
+		frameWords := r.n - args
+		if i == len(recs)-1 {
+			frameWords = r.n
+		}
+		if len(f.words) < int(base+r.n) {
+			f.words = append(f.words, make([]uintptr, int(base+r.n)-len(f.words))...)
+		}
+		for w := range frameWords {
+			f.words[base+w] = img[w]
+		}
+		ps := c.ptrs[ptop-int(r.np) : ptop]
+		ptop -= int(r.np)
+		for k, w := range c.ptrAt(r) {
+			f.ptrAt = append(f.ptrAt, base+w)
+			f.ptrs = append(f.ptrs, ps[k])
+		}
+		for _, x := range c.refs(r) {
+			f.refs = append(f.refs, stackRef{at: base + x.at, target: base*uint32(wordSize) + x.target})
+		}
+		pc, sp := r.pc0, base*uint32(wordSize)
+		for j := range r.nframes {
+			d := descFor(pc)
+			f.frames = append(f.frames, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
+			sp += d.size
+			if j+1 < r.nframes {
+				pc = img[sp/uint32(wordSize)-base-1]
+			}
+		}
+		next := base + frameWords
+		if r.outerBP != arch.NoBP {
+			if i == len(recs)-1 {
+				f.outerBP = int32(base + r.outerBP)
+			} else {
+				nr := recs[i+1]
+				f.refs = append(f.refs, stackRef{at: base + r.outerBP, target: next*uint32(wordSize) + nr.bp0})
+			}
+		}
+		base = next
+	}
+	return f
+}
