@@ -190,23 +190,23 @@ func (c *stackChunk) reset() {
 // captureScratch is capture's working space, pooled so that warm yields
 // allocate nothing and suspended chunks hold only what thaw needs.
 type captureScratch struct {
-	c       *stackChunk // the chunk being captured into
-	words   []uintptr
-	frames  []chunkFrame
-	objs    []chunkObject
+	c         *stackChunk // the chunk being captured into
+	words     []uintptr
+	frames    []chunkFrame
+	objs      []chunkObject
 	bps       []int32
 	outerBP   int32
 	outerArgs uint32 // bytes of arguments of the outermost frame
-	work    []int32
-	ptrs    []unsafe.Pointer
-	ptrAt   []uint32
-	refs    []stackRef // references from live words
-	weak    []stackRef // references from words of dead stack objects
-	cleared []uint32
-	reach   []int32 // per frame: the outermost frame a reference ties it to
-	cuts    []int32 // per record, innermost first: its first frame
-	rec     []int32 // per pointer, then per reference: its record
-	count   []int32
+	work      []int32
+	ptrs      []unsafe.Pointer
+	ptrAt     []uint32
+	refs      []stackRef // references from live words
+	weak      []stackRef // references from words of dead stack objects
+	cleared   []uint32
+	reach     []int32 // per frame: the outermost frame a reference ties it to
+	cuts      []int32 // per record, innermost first: its first frame
+	rec       []int32 // per pointer, then per reference: its record
+	count     []int32
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(captureScratch) }}
