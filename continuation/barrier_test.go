@@ -31,8 +31,8 @@ type barNode struct{ v int }
 // the barrier that is the barrier's argument area.
 type barBig struct {
 	a, b, c, d, e, f, g, h, i, j, k int
-	s                                string
-	p                                *barNode
+	s                               string
+	p                               *barNode
 }
 
 func barBigFor(d int) barBig {
