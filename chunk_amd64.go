@@ -194,7 +194,7 @@ type captureScratch struct {
 	words     []uintptr
 	frames    []chunkFrame
 	objs      []chunkObject
-	bps       []int32
+	bps       []int32 // frames that save a BP, but the outermost
 	outerBP   int32
 	outerArgs uint32 // bytes of arguments of the outermost frame
 	work      []int32
@@ -385,7 +385,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			if i == last {
 				s.outerBP = bp
 			} else {
-				s.bps = append(s.bps, bp)
+				s.bps = append(s.bps, int32(i))
 			}
 		}
 	}
@@ -471,6 +471,11 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 // reference into the stack and the word it points at.
 func (s *captureScratch) partition() {
 	nf := int32(len(s.frames))
+	s.cuts = s.cuts[:0]
+	if nf <= firstRecordFrames {
+		s.cuts = append(s.cuts, 0) // one record, whatever the references
+		return
+	}
 	s.reach = s.reach[:0]
 	for i := range nf {
 		s.reach = append(s.reach, i)
@@ -552,6 +557,10 @@ func (s *captureScratch) recordOfFrame(f int32) int32 {
 // so that the innermost record ends up last, where arch.Thaw pops it.
 func (c *stackChunk) push(s *captureScratch) {
 	nrec := len(s.cuts)
+	if nrec == 1 {
+		c.pushOne(s)
+		return
+	}
 	// Which record each pointer and reference belongs to, and how many
 	// each record has. Pointers first, then strong references, then weak
 	// ones; a weak reference out of its own record is dropped.
@@ -582,9 +591,9 @@ func (c *stackChunk) push(s *captureScratch) {
 	}
 	// Saved frame pointers are references too, except the outermost of
 	// each record, which thaw links to the barrier.
-	for _, w := range s.bps {
-		if f := s.frameOf(uint32(w) * uint32(wordSize)); !s.recordLast(f) {
-			s.count[2*s.recordOf(uint32(w))+1]++
+	for _, f := range s.bps {
+		if !s.recordLast(f) {
+			s.count[2*s.recordOfFrame(f)+1]++
 		}
 	}
 
@@ -696,6 +705,70 @@ func (s *captureScratch) argsOf(f int) uint32 {
 	return uint32(s.frames[f].d.args)
 }
 
+// pushOne is push for a capture that is one record, the steady state of a
+// yield loop: every pointer and reference is the record's.
+func (c *stackChunk) pushOne(s *captureScratch) {
+	nw := len(s.words)
+	np := len(s.ptrAt)
+	nr := len(s.refs) + len(s.weak) + len(s.bps)
+	top := int(c.MemTop)
+	size := nw + (np+2*nr+1)/2 + arch.RecordHeader
+	if need := top + size; need > len(c.mem) {
+		mem := make([]uintptr, max(need, 2*len(c.mem)))
+		copy(mem, c.mem[:top])
+		c.mem = mem
+		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
+	}
+	ptop := int(c.PtrTop)
+	if need := ptop + np; need > len(c.ptrs) {
+		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs), 16))
+		copy(ptrs, c.ptrs[:ptop])
+		c.ptrs = ptrs
+		c.Ptrs = unsafe.Pointer(unsafe.SliceData(ptrs))
+		c.ptrHigh = ptop
+	}
+	rec := c.mem[top : top+size]
+	copy(rec, s.words)
+	tab := unsafe.Pointer(&rec[nw])
+	copy(unsafe.Slice((*uint32)(tab), np), s.ptrAt)
+	copy(c.ptrs[ptop:ptop+np], s.ptrs)
+	refs := unsafe.Slice((*stackRef)(unsafe.Add(tab, np*4)), nr)
+	k := copy(refs, s.refs)
+	k += copy(refs[k:], s.weak)
+	var flags uintptr
+	for _, i := range s.bps {
+		f := &s.frames[i]
+		refs[k] = stackRef{at: (f.fp - 2*uint32(wordSize)) / uint32(wordSize), target: s.frames[i+1].fp - 2*uint32(wordSize)}
+		k++
+	}
+	for i := range s.frames {
+		if f := &s.frames[i]; f.d.deferAt >= 0 && *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.words)), uintptr(f.sp)+uintptr(f.d.deferAt))) != 0 {
+			flags |= arch.RecordDefers
+		}
+	}
+	outerBP := uint32(arch.NoBP)
+	if s.outerBP >= 0 {
+		outerBP = uint32(s.outerBP)
+	}
+	h := rec[len(rec)-arch.RecordHeader:]
+	h[0] = flags | uintptr(s.outerArgs/uint32(wordSize))<<32
+	h[1] = uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32
+	h[2] = s.frames[0].pc
+	h[3] = uintptr(nr) | uintptr(len(s.frames))<<32
+	h[4] = uintptr(nw) | uintptr(np)<<32
+	h[5] = uintptr(size)
+	c.MemTop = uintptr(top + size)
+	c.PtrTop = uintptr(ptop + np)
+	if c.ptrHigh > ptop+np {
+		clear(c.ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
+	}
+	c.ptrHigh = ptop + np
+	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(nw)-s.outerArgs/uint32(wordSize)
+	if len(s.cleared) > 0 || c.cleared != nil {
+		c.cleared = append(c.cleared[:0], s.cleared...)
+	}
+}
+
 // recordFrames returns the frames [fs, fe) of record r (innermost first).
 func (s *captureScratch) recordFrames(r int) (fs, fe int) {
 	fs, fe = int(s.cuts[r]), len(s.frames)
@@ -777,8 +850,8 @@ func (s *captureScratch) copyRegion(base unsafe.Pointer, g *rt.G, n int) (words 
 	lo, gLo, gHi = snapshot(words, base, g)
 	// Every saved frame pointer but the outermost must point at the next
 	// frame's own: push stores them as that link, and thaw rebuilds it.
-	for _, w := range s.bps {
-		i := s.frameOf(uint32(w) * uint32(wordSize))
+	for _, i := range s.bps {
+		w := (s.frames[i].fp - 2*uint32(wordSize)) / uint32(wordSize)
 		if v := words[w]; i+1 >= int32(len(s.frames)) || !s.frames[i+1].d.hasBP || v != lo+uintptr(s.frames[i+1].fp)-2*wordSize {
 			return nil, 0, 0, 0, &errPinned{pinning.UnknownFrame, s.frames[i].pc}
 		}
