@@ -57,14 +57,17 @@ type stackChunk struct {
 	cleared []uint32
 }
 
-// The thaw policy: the innermost record holds at least firstRecordFrames
-// frames (the engine's three and the frame that called Yield, so that a
-// resumed loop runs without crossing the barrier), every other at least
-// laterRecordFrames, and every record is extended so that no reference
+// The thaw policy: the innermost record holds weft's own frames above the
+// code that yielded (Yield, a generator's yield function, a scheduler's
+// park) and firstRecordFrames more (the frame that called the yield API
+// and its caller, so that a loop that yields through a helper resumes
+// without crossing the barrier); every other record holds at least
+// laterRecordFrames; and every record is extended so that no reference
 // into the stack crosses a record boundary: no thawed frame ever points
-// into a frame that is still frozen.
+// into a frame that is still frozen. A record's outermost frame also has
+// at most arch.MaxRecordArgs bytes of arguments.
 const (
-	firstRecordFrames = 5
+	firstRecordFrames = 2
 	laterRecordFrames = 8
 )
 
@@ -472,7 +475,12 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 func (s *captureScratch) partition() {
 	nf := int32(len(s.frames))
 	s.cuts = s.cuts[:0]
-	if nf <= firstRecordFrames {
+	first := int32(0)
+	for first < nf && s.frames[first].d.engine {
+		first++
+	}
+	first += firstRecordFrames
+	if nf <= first {
 		s.cuts = append(s.cuts, 0) // one record, whatever the references
 		return
 	}
@@ -491,7 +499,7 @@ func (s *captureScratch) partition() {
 	for start := int32(0); start < nf; {
 		end := start + laterRecordFrames
 		if start == 0 {
-			end = firstRecordFrames
+			end = first
 		}
 		end = min(end, nf)
 		for i := start; i < end || (end < nf && s.frames[end-1].d.args > arch.MaxRecordArgs); i++ {

@@ -3,6 +3,7 @@
 package weft
 
 import (
+	"strings"
 	"sync/atomic"
 
 	"github.com/weftrt/weft/internal/rt"
@@ -32,6 +33,10 @@ type frameDesc struct {
 	// with UnknownFrame.
 	mapErr bool
 	goexit bool // runtime.goexit: the bottom of a goroutine
+	// engine: the function is weft's own (the engine, package
+	// continuation or package scheduler): the frames a yield adds
+	// above the code that yields, which the thaw policy does not count.
+	engine bool
 	// stop is bad || pinned || mapErr || goexit: the walk cannot go on
 	// through the frame (unless it is the boundary).
 	stop bool
@@ -102,6 +107,7 @@ func decodeDesc(pc uintptr) *frameDesc {
 		return d
 	}
 	d.fn, d.entry = f, f.Entry()
+	d.engine = enginePackage(f.Name())
 	delta := f.SPDelta(pc)
 	if delta < 0 {
 		d.bad = true
@@ -154,4 +160,16 @@ func decodeDesc(pc uintptr) *frameDesc {
 		d.objs = append(d.objs, descObject{off: off, size: uint32(o.Size), mask: o.PtrMask(f)})
 	}
 	return d
+}
+
+// enginePackage reports whether the function named fn is one of weft's
+// own that a yield runs above the code that yields: the engine's yield
+// path, or anything in package continuation or package scheduler (not
+// their tests, whose packages are named differently).
+func enginePackage(fn string) bool {
+	switch fn {
+	case "github.com/weftrt/weft.Yield", "github.com/weftrt/weft.(*Cont).scSuspend", "github.com/weftrt/weft.scYield":
+		return true
+	}
+	return strings.HasPrefix(fn, "github.com/weftrt/weft/continuation.") || strings.HasPrefix(fn, "github.com/weftrt/weft/scheduler.")
 }
