@@ -91,6 +91,10 @@ func (c *Cont) scUnmount(g uintptr, prev *gls.Local) {
 		c.bytesThawed.Add(uint64(k.WordsThawed) * uint64(wordSize))
 		k.FramesThawed, k.WordsThawed = 0, 0
 	}
+	if n := c.sc.unwound; n != 0 {
+		c.unwinds.Add(n)
+		c.sc.unwound = 0
+	}
 	gls.Restore(g, prev)
 }
 

@@ -43,6 +43,9 @@ type scCont struct {
 	// frames still had deferred calls pending: frozenPanic raises it again
 	// in the innermost of them.
 	thrown any
+	// unwound counts the panics and Goexits carried into frozen frames
+	// since the engine last read it.
+	unwound uint64
 }
 
 // run runs or resumes c until it yields or its body returns.
@@ -114,6 +117,7 @@ func (c *scCont) crossing(finished *bool) {
 	if *finished || !c.chunk.deferPending() {
 		return
 	}
+	c.unwound++
 	if r := recover(); r != nil {
 		c.thrown = r
 		return

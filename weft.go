@@ -70,6 +70,11 @@ type Stats struct {
 	// not copy stacks.
 	FramesFrozen, BytesFrozen uint64
 	FramesThawed, BytesThawed uint64
+	// Unwinds counts the panics and runtime.Goexit calls that left the
+	// thawed frames while frames still frozen had deferred calls pending,
+	// and were carried on into them (the stack-copying backend's return
+	// barrier; see docs/design.md).
+	Unwinds uint64
 }
 
 // Cont is the engine's record of one continuation. Package continuation
@@ -112,6 +117,7 @@ type Cont struct {
 	runs, yields, pinned      atomic.Uint64
 	framesFrozen, bytesFrozen atomic.Uint64
 	framesThawed, bytesThawed atomic.Uint64
+	unwinds                   atomic.Uint64
 }
 
 // NewCont returns a continuation record that runs body delimited by s.
@@ -153,6 +159,7 @@ func (c *Cont) Stats() Stats {
 		BytesFrozen:  c.bytesFrozen.Load(),
 		FramesThawed: c.framesThawed.Load(),
 		BytesThawed:  c.bytesThawed.Load(),
+		Unwinds:      c.unwinds.Load(),
 	}
 }
 

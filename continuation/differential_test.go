@@ -135,6 +135,9 @@ type diffStats struct {
 	deferYields, maps                                                                   int
 	// Counted in the runs: nodes generated, events and yields executed.
 	nodes, events, dynYields int
+	// Panics and Goexits that the stack-copying backend's return barrier
+	// carried into frozen frames with deferred calls pending.
+	unwinds int
 }
 
 type diffGen struct {
@@ -364,6 +367,7 @@ type diffInterp struct {
 	frames      int   // active callFrame and deepFrame frames
 	yieldFrames int   // frames when the last Yield was called
 	suspends    []int // per depth: suspensions of the continuation there
+	unwinds     int   // panics and Goexits carried into frozen frames (Stats.Unwinds)
 }
 
 // diffEnv is what the code at one continuation depth knows.
@@ -634,6 +638,7 @@ func (in *diffInterp) drive(c *continuation.Continuation, depth, base int, elsew
 			runtime.GC()
 		}
 	}
+	in.unwinds += int(c.Stats().Unwinds)
 	if st := c.Stats(); st.Runs != uint64(runs) || st.Yields != uint64(in.suspends[depth]) {
 		in.fail("continuation at depth %d: Stats() = %d runs, %d yields; want %d runs, %d yields",
 			depth, st.Runs, st.Yields, runs, in.suspends[depth])
@@ -698,7 +703,7 @@ func diffRunElsewhere(c *continuation.Continuation) {
 
 // diffRunProgram runs p in the given mode and returns its result and trace,
 // and the failures of checks made on the way.
-func diffRunProgram(p *diffProgram, mode diffMode) (result uint64, trace, errs []string) {
+func diffRunProgram(p *diffProgram, mode diffMode) (result uint64, trace, errs []string, unwinds int) {
 	in := &diffInterp{mode: mode, rng: rand.New(rand.NewPCG(p.seed, 0xd1ff)), suspends: []int{0}}
 	s0 := scope.New("depth 0")
 	e := &diffEnv{scopes: []*scope.Scope{s0}}
@@ -720,14 +725,14 @@ func diffRunProgram(p *diffProgram, mode diffMode) (result uint64, trace, errs [
 	if in.frames != 0 {
 		in.fail("interpreter frame count is %d at the end", in.frames)
 	}
-	return result, in.trace, in.errs
+	return result, in.trace, in.errs, in.unwinds
 }
 
 // diffCheckSeed runs the program of seed both ways and describes any
 // difference; it returns "" when the runs agree.
 func diffCheckSeed(seed uint64, stats *diffStats) string {
 	p := diffGenerate(seed, stats)
-	wantRes, wantTrace, errs := diffRunProgram(p, diffPlain)
+	wantRes, wantTrace, errs, _ := diffRunProgram(p, diffPlain)
 	if len(errs) > 0 {
 		return fmt.Sprintf("seed %d: the plain run failed (a test bug): %s\n%v", seed, strings.Join(errs, "\n"), p)
 	}
@@ -738,7 +743,8 @@ func diffCheckSeed(seed uint64, stats *diffStats) string {
 			stats.dynYields++
 		}
 	}
-	gotRes, gotTrace, errs := diffRunProgram(p, diffCont)
+	gotRes, gotTrace, errs, unwinds := diffRunProgram(p, diffCont)
+	stats.unwinds += unwinds
 	var b strings.Builder
 	for _, e := range errs {
 		fmt.Fprintf(&b, "  %s\n", e)
@@ -804,6 +810,9 @@ func TestDifferential(t *testing.T) {
 			if v == 0 {
 				t.Errorf("%d programs had no %s", n, name)
 			}
+		}
+		if gcsStackCopy() && stats.unwinds == 0 {
+			t.Errorf("in %d programs no panic crossed the return barrier into frozen frames with deferred calls", n)
 		}
 	}
 }
