@@ -84,9 +84,37 @@ func checkptrBuild() bool {
 	return false
 }
 
+// EnvThaw is the environment variable that selects the stack-copying
+// backend's thaw policy at start-up: "lazy" (the default) thaws the
+// innermost frames and leaves a return barrier beneath them; "eager" keeps
+// every capture in one record, so that every resume thaws and every yield
+// freezes the whole region, as the backend did before lazy thaw. Eager
+// thaw is there to measure what lazy thaw saves; it has no other use.
+const EnvThaw = "WEFT_THAW"
+
+// eagerThaw is the thaw policy, fixed at start-up; an unknown value of
+// WEFT_THAW is reported by Backend and ignored.
+var eagerThaw, thawNote = thawPolicy(os.Getenv(EnvThaw))
+
+func thawPolicy(env string) (eager bool, note string) {
+	switch env {
+	case "", "lazy":
+		return false, ""
+	case "eager":
+		return true, "; eager thaw (" + EnvThaw + "=eager)"
+	default:
+		return false, fmt.Sprintf("; %s=%q ignored (want \"lazy\" or \"eager\")", EnvThaw, env)
+	}
+}
+
 // ActiveBackend returns the backend in use for this process.
 func ActiveBackend() BackendName { return backendName }
 
 // Backend describes the backend in use and why it was chosen, for example
 // "portable (WEFT_BACKEND=portable)".
-func Backend() string { return fmt.Sprintf("%s (%s)", backendName, backendReason) }
+func Backend() string {
+	if backendName != StackCopying {
+		return fmt.Sprintf("%s (%s)", backendName, backendReason)
+	}
+	return fmt.Sprintf("%s (%s%s)", backendName, backendReason, thawNote)
+}

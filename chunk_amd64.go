@@ -480,7 +480,7 @@ func (s *captureScratch) partition() {
 		first++
 	}
 	first += firstRecordFrames
-	if nf <= first {
+	if nf <= first || eagerThaw {
 		s.cuts = append(s.cuts, 0) // one record, whatever the references
 		return
 	}

@@ -120,6 +120,12 @@ func TestBarrierCarriesResults(t *testing.T) {
 	}
 }
 
+// gcsLazy reports whether this process thaws lazily: the stack-copying
+// backend, not told to thaw eagerly.
+func gcsLazy() bool {
+	return gcsStackCopy() && !strings.Contains(continuation.Backend(), "eager thaw")
+}
+
 // barLoop yields iters times at depth d, adding to a local each time.
 //
 //go:noinline
@@ -138,8 +144,8 @@ func barLoop(s *scope.Scope, d, iters int) int {
 // A yield loop 200 frames deep freezes and thaws a bounded number of frames
 // per round trip, whatever the depth, and every frame frozen is thawed once.
 func TestLazyThawBoundedPerYield(t *testing.T) {
-	if !gcsStackCopy() {
-		t.Skip("frames are copied only by the stack-copying backend; this process runs " + continuation.Backend())
+	if !gcsLazy() {
+		t.Skip("lazy thaw is the stack-copying backend's default policy; this process runs " + continuation.Backend())
 	}
 	const depth, iters = 200, 100
 	s := scope.New("lazy")

@@ -811,7 +811,7 @@ func TestDifferential(t *testing.T) {
 				t.Errorf("%d programs had no %s", n, name)
 			}
 		}
-		if gcsStackCopy() && stats.unwinds == 0 {
+		if gcsLazy() && stats.unwinds == 0 {
 			t.Errorf("in %d programs no panic crossed the return barrier into frozen frames with deferred calls", n)
 		}
 	}
