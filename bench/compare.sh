@@ -1,11 +1,13 @@
 #!/bin/sh
 # compare.sh runs weft's benchmarks on both backends in one session, round
-# by round, so that the stack-copying backend, the portable backend and the
-# peers (iter.Pull, goroutines) are measured side by side on one machine
-# minutes apart. The backend is fixed per process (WEFT_BACKEND), so each
-# round runs the benchmarks once per backend; the portable run's weft
-# sub-benchmarks are renamed impl=weft-portable and impl=weft.Pull-portable,
-# and its peer lines, already measured in the same round, are dropped.
+# by round, so that the stack-copying backend (with lazy thaw, its default,
+# and with eager thaw), the portable backend and the peers (iter.Pull,
+# goroutines) are measured side by side on one machine minutes apart. The
+# backend and the thaw policy are fixed per process (WEFT_BACKEND,
+# WEFT_THAW), so each round runs the benchmarks once per configuration;
+# the other runs' weft sub-benchmarks are renamed impl=weft-portable,
+# impl=weft.Pull-portable, impl=weft-eager and impl=weft.Pull-eager, and
+# their peer lines, already measured in the same round, are dropped.
 #
 #	bench/compare.sh [rounds] [bench regexp] > bench.txt
 #
@@ -24,9 +26,12 @@ while [ "$i" -lt "$rounds" ]; do
 	else
 		/tmp/weft-bench.test -test.run='^$' -test.bench="$pattern" -test.count=1 | grep '^Benchmark'
 	fi
-	WEFT_BACKEND=portable /tmp/weft-bench.test -test.run='^$' -test.bench="$pattern" -test.count=1 |
-		grep '^Benchmark.*impl=weft' |
-		sed -e 's/impl=weft\.Pull\//impl=weft.Pull-portable\//' -e 's/impl=weft\.Pull-\([0-9]\)/impl=weft.Pull-portable-\1/' \
-			-e 's/impl=weft\//impl=weft-portable\//' -e 's/impl=weft-\([0-9]\)/impl=weft-portable-\1/'
+	for cfg in WEFT_BACKEND=portable WEFT_THAW=eager; do
+		name=${cfg#*=}
+		env "$cfg" /tmp/weft-bench.test -test.run='^$' -test.bench="$pattern" -test.count=1 |
+			grep '^Benchmark.*impl=weft' |
+			sed -e "s/impl=weft\.Pull\//impl=weft.Pull-$name\//" -e "s/impl=weft\.Pull-\([0-9]\)/impl=weft.Pull-$name-\1/" \
+				-e "s/impl=weft\//impl=weft-$name\//" -e "s/impl=weft-\([0-9]\)/impl=weft-$name-\1/"
+	done
 done
 rm -f /tmp/weft-bench.test
