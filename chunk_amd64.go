@@ -47,6 +47,10 @@ type stackChunk struct {
 	ptrs    []unsafe.Pointer
 	ptrHigh int
 
+	// tmpl is the template of the last capture, if it qualified: the next
+	// capture tries it first (template_amd64.go).
+	tmpl *captureTemplate
+
 	// lastFrames and lastWords are what the last capture froze.
 	lastFrames, lastWords uint32
 	// cleared are the words (region word indexes of the last capture) of
@@ -210,6 +214,13 @@ type captureScratch struct {
 	cuts      []int32 // per record, innermost first: its first frame
 	rec       []int32 // per pointer, then per reference: its record
 	count     []int32
+
+	// What templateFor needs to know about the capture.
+	selfPC           uintptr
+	selfSize         uint32
+	stopPC           uintptr
+	stopSize         uint32
+	barrier, objects bool
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(captureScratch) }}
@@ -261,9 +272,15 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// Start at capture's own frame and step to its caller, the innermost
 	// frame of the region.
 	pc, sp := arch.CallerPCSP()
+	if t := c.tmpl; t != nil && c.fastCapture(t, pc, sp) {
+		return nil
+	}
 	s := scratchPool.Get().(*captureScratch)
 	s.c = c
 	err := c.captureIn(s, boundary, pc, sp)
+	if err == nil {
+		c.tmpl = s.templateFor()
+	}
 	putScratch(s)
 	return err
 }
@@ -278,6 +295,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	if d.bad {
 		return errors.New("weft: capture: its own frame cannot be described")
 	}
+	s.selfPC, s.selfSize = pc, d.size
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 	sp = unsafe.Add(sp, d.size)
 	base := sp
@@ -305,6 +323,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 				return errors.New("weft: capture: the return barrier above the region belongs to another continuation")
 			}
 			barrier = true
+			s.stopPC, s.stopSize = pc, d.size
 			break
 		}
 		if d.entry == boundary && !d.bad {
@@ -461,6 +480,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			}
 		}
 	}
+	s.barrier, s.objects = barrier, objects
 	if !barrier {
 		c.reset() // a fresh region replaces whatever c held
 	}

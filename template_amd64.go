@@ -1,0 +1,207 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weftrt/weft/arch"
+	"github.com/weftrt/weft/internal/rt"
+)
+
+// The capture fast path. A yield in a loop freezes the same frames, at the
+// same call sites, every time: the frames a resume thawed above the return
+// barrier. Everything the general capture (captureIn) learns from such a
+// region except the values in it depends only on the chain of PCs, so a
+// successful capture of a simple region records it as a template: the
+// frame sizes, the flattened list of words the stack maps mark live, the
+// saved-frame-pointer links, where deferred-call bits are, and the record
+// header. The next capture that finds the same chain above the same barrier
+// copies the region straight into the chunk, publishes the live words, and
+// copies the tables from the template: no descriptor lookups, no maps, no
+// scratch space.
+//
+// A region qualifies if it is one record above a return barrier, has no
+// stack objects and no references into the stack other than saved frame
+// pointers, and no defer record points into it. The fast path checks the
+// parts that depend on values (a live word pointing into the stack, a
+// defer record) and leaves anything unusual to the general path, which it
+// has not disturbed: it commits nothing until the end.
+
+// maxTemplateFrames bounds the frames of a template.
+const maxTemplateFrames = 16
+
+// captureTemplate is what a region's chain of PCs determines. It is
+// immutable once published.
+type captureTemplate struct {
+	selfPC   uintptr // capture's own PC, where the walk starts
+	selfSize uint32
+	nf       int
+	pcs      [maxTemplateFrames]uintptr
+	sizes    [maxTemplateFrames]uint32
+	stopPC   uintptr // the return address into arch.Thaw above the region
+	stopSize uint32  // arch.Thaw's frame size
+	words    int     // the region's words, the outermost frame's arguments included
+	// ptrWords are the words the stack maps mark live.
+	ptrWords []uint32
+	// table is the record's tables as written after the image: the
+	// pointer word indexes (every live word, nil or not) and the
+	// references (the saved-frame-pointer links).
+	table []uintptr
+	// deferAt are the byte offsets of frames' open-coded defer bits.
+	deferAt []uint32
+	header  [arch.RecordHeader]uintptr // flags left clear
+}
+
+// templateCacheBits sizes the template cache: 256 direct-mapped entries.
+const templateCacheBits = 8
+
+// templateCache holds templates by a hash of their chain of PCs. Like
+// descCache it holds only facts about the binary's code.
+var templateCache [1 << templateCacheBits]atomic.Pointer[captureTemplate]
+
+func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
+	h := uint64(len(pcs))
+	for _, pc := range pcs {
+		h = (h ^ uint64(pc)) * 0x9E3779B97F4A7C15
+	}
+	return &templateCache[h>>(64-templateCacheBits)]
+}
+
+// fastCapture captures the region above the return barrier with the
+// template t, given capture's own PC and SP. It reports false, having
+// committed nothing, if the region does not match t or holds something t
+// does not cover; the general path then captures it.
+//
+// It makes no call that could move the stack between the walk and the
+// copy (snapshot is nosplit), and re-reads pointers from the live stack
+// through base, as captureIn does.
+func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer) bool {
+	if pc != t.selfPC {
+		return false
+	}
+	pc = *(*uintptr)(unsafe.Add(sp, t.selfSize-8))
+	sp = unsafe.Add(sp, t.selfSize)
+	base := sp
+	for i := range t.nf {
+		if pc != t.pcs[i] {
+			return false
+		}
+		pc = *(*uintptr)(unsafe.Add(sp, t.sizes[i]-8))
+		sp = unsafe.Add(sp, t.sizes[i])
+	}
+	if pc != t.stopPC || *(*unsafe.Pointer)(unsafe.Add(sp, t.stopSize)) != unsafe.Pointer(&c.Link) {
+		return false
+	}
+	g := rt.CurG()
+	if g.Defer != nil {
+		return false // captureIn checks defer records
+	}
+
+	// Room, beyond the chunk's top: nothing is committed until the end.
+	top, ptop := int(c.MemTop), int(c.PtrTop)
+	size := t.words + len(t.table) + arch.RecordHeader
+	np := len(t.ptrWords)
+	if top+size > len(c.mem) || ptop+np > len(c.ptrs) {
+		return false
+	}
+	rec := c.mem[top : top+size]
+	img := rec[:t.words]
+	lo, gLo, gHi := snapshot(img, base, g)
+	// The saved frame pointers, which the record's tables link again.
+	for i, off := 0, uint32(0); i < t.nf-1; i++ {
+		off += t.sizes[i]
+		w := off/uint32(wordSize) - 2
+		if img[w] != lo+uintptr(off+t.sizes[i+1])-2*wordSize {
+			return false
+		}
+		img[w] = 0
+	}
+	ptrs := c.ptrs[ptop : ptop+np]
+	for k, w := range t.ptrWords {
+		if img[w]-gLo < gHi-gLo { // a pointer into the stack
+			clear(ptrs[:k])
+			return false
+		}
+		ptrs[k] = *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize))
+		img[w] = 0
+	}
+	copy(rec[t.words:], t.table)
+	h := rec[size-arch.RecordHeader:]
+	copy(h, t.header[:])
+	for _, off := range t.deferAt {
+		if *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(img)), off)) != 0 {
+			h[0] |= arch.RecordDefers
+		}
+	}
+	c.MemTop = uintptr(top + size)
+	c.PtrTop = uintptr(ptop + np)
+	if c.ptrHigh > ptop+np {
+		clear(c.ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
+	}
+	c.ptrHigh = ptop + np
+	c.lastFrames, c.lastWords = uint32(t.nf), uint32(t.words)-uint32(h[0]>>32)
+	return true
+}
+
+// templateFor returns the template of the region s has just captured
+// into a single record, or nil if the region does not qualify. It shares a
+// published template of the same chain, and publishes a new one otherwise.
+func (s *captureScratch) templateFor() *captureTemplate {
+	nf := len(s.frames)
+	if !s.barrier || s.objects || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
+		return nil
+	}
+	var pcs [maxTemplateFrames]uintptr
+	for i := range s.frames {
+		pcs[i] = s.frames[i].pc
+	}
+	slot := templateSlot(pcs[:nf])
+	if t := slot.Load(); t != nil && t.nf == nf && t.pcs == pcs && t.selfPC == s.selfPC && t.stopPC == s.stopPC {
+		return t
+	}
+	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, words: len(s.words)}
+	seen := make(map[uint32]bool)
+	for i := range s.frames {
+		f := &s.frames[i]
+		t.sizes[i] = f.d.size
+		for _, off := range f.d.ptrOffs {
+			if w := (f.sp + off) / uint32(wordSize); !seen[w] {
+				seen[w] = true
+				t.ptrWords = append(t.ptrWords, w)
+			}
+		}
+		if f.d.deferAt >= 0 {
+			t.deferAt = append(t.deferAt, f.sp+uint32(f.d.deferAt))
+		}
+	}
+	np, nr := len(t.ptrWords), nf-1
+	for i := range nf - 1 {
+		if !s.frames[i].d.hasBP {
+			return nil
+		}
+	}
+	t.table = make([]uintptr, (np+2*nr+1)/2)
+	tab := unsafe.Pointer(unsafe.SliceData(t.table))
+	copy(unsafe.Slice((*uint32)(tab), np), t.ptrWords)
+	refs := unsafe.Slice((*stackRef)(unsafe.Add(tab, np*4)), nr)
+	for i := range nr {
+		refs[i] = stackRef{at: (s.frames[i].fp - 2*uint32(wordSize)) / uint32(wordSize), target: s.frames[i+1].fp - 2*uint32(wordSize)}
+	}
+	outerBP := uint32(arch.NoBP)
+	if s.outerBP >= 0 {
+		outerBP = uint32(s.outerBP)
+	}
+	size := len(s.words) + len(t.table) + arch.RecordHeader
+	t.header = [arch.RecordHeader]uintptr{
+		uintptr(s.outerArgs/uint32(wordSize)) << 32,
+		uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32,
+		s.frames[0].pc,
+		uintptr(nr) | uintptr(nf)<<32,
+		uintptr(len(s.words)) | uintptr(np)<<32,
+		uintptr(size),
+	}
+	slot.Store(t)
+	return t
+}
