@@ -28,3 +28,6 @@ func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
 func stackCopyCheck() error                             { panic(noStackCopy) }
 
 const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"
+
+// countRun counts a Run.
+func (c *Cont) countRun() { c.runs.Add(1) }

@@ -4,6 +4,8 @@ package weft
 
 import (
 	"runtime"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/weftrt/weft/arch"
 
@@ -72,40 +74,49 @@ func (c *Cont) scResume() (finished bool) {
 // scOnce mounts c on the calling goroutine for one enter or thaw, and
 // unmounts it when c yields or its body returns, panics or exits.
 func (c *Cont) scOnce() {
-	prev := gls.Current()
+	slot, prev := gls.Push(&c.local)
 	c.parentC = nil
 	if prev != nil {
 		c.parentC = prev.Owner.(*Cont)
 	}
 	c.parentResolved = true
-	g := gls.Bind(&c.local)
-	defer c.scUnmount(g, prev)
+	defer c.scUnmount(slot, prev)
 	c.sc.run()
 }
 
 // scUnmount undoes scOnce's binding and counts what arch.Thaw thawed.
-func (c *Cont) scUnmount(g uintptr, prev *gls.Local) {
+func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 	k := &c.sc.chunk
 	if k.FramesThawed != 0 {
-		c.framesThawed.Add(uint64(k.FramesThawed))
-		c.bytesThawed.Add(uint64(k.WordsThawed) * uint64(wordSize))
+		bump(&c.framesThawed, uint64(k.FramesThawed))
+		bump(&c.bytesThawed, uint64(k.WordsThawed)*uint64(wordSize))
 		k.FramesThawed, k.WordsThawed = 0, 0
 	}
 	if n := c.sc.unwound; n != 0 {
-		c.unwinds.Add(n)
+		bump(&c.unwinds, n)
 		c.sc.unwound = 0
 	}
-	gls.Restore(g, prev)
+	slot.Pop(prev)
+}
+
+// bump adds n to a counter of a continuation that the calling goroutine
+// has mounted: the counter's only writer. It is a plain load and store,
+// not a locked add (a round trip bumps six counters); Stats reads the
+// counters with atomic loads, which on amd64 see either the old or the new
+// value of an aligned word.
+func bump(p *atomic.Uint64, n uint64) {
+	w := (*uint64)(unsafe.Pointer(p))
+	*w += n
 }
 
 // countYields counts, once the whole freeze has succeeded, a yield of c
 // and of every continuation suspended inside it.
 func (c *Cont) countYields() {
 	for x := c; x != nil; x = x.child {
-		x.yields.Add(1)
+		bump(&x.yields, 1)
 		k := &x.sc.chunk
-		x.framesFrozen.Add(uint64(k.lastFrames))
-		x.bytesFrozen.Add(uint64(k.lastWords) * uint64(wordSize))
+		bump(&x.framesFrozen, uint64(k.lastFrames))
+		bump(&x.bytesFrozen, uint64(k.lastWords)*uint64(wordSize))
 	}
 }
 
@@ -188,4 +199,14 @@ func (c *Cont) scCancel() {
 // pinnedFrom converts a failed capture into the error Yield returns.
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error {
 	return t.pinnedYield(pe.reason, pe.pc)
+}
+
+// countRun counts a Run: with a plain add on this backend, where only the
+// mounting goroutine writes the counters.
+func (c *Cont) countRun() {
+	if useStackCopy {
+		bump(&c.runs, 1)
+		return
+	}
+	c.runs.Add(1)
 }

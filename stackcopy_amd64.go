@@ -62,8 +62,9 @@ func (c *scCont) run() {
 		}
 		// Room for the first record, so that Thaw rarely has to grow the
 		// stack itself: a comparison when there is.
-		if top := int(c.chunk.MemTop); top > 0 {
-			ensureStack(uintptr(c.chunk.recordEnding(top).n)*wordSize + 8<<10)
+		if top := c.chunk.MemTop; top > 0 {
+			n := uint32(c.chunk.mem[top-2]) // the image words of the last record
+			ensureStack(uintptr(n)*wordSize + 8<<10)
 		}
 		c.resumed = true
 		arch.Enter(&c.chunk.Link, c.host)

@@ -64,7 +64,7 @@ func (c *Cont) mounted(owner any) {
 	if !useStackCopy {
 		c.callerCgoPC = cgoCallbackPC()
 	}
-	c.runs.Add(1)
+	c.countRun()
 	normal := false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit

@@ -105,24 +105,57 @@ TEXT ·thawPop(SB), NOSPLIT|NOFRAME, $0-0
 	ADDQ	R11, SI	// SI: the record's start
 	MOVQ	DI, R12	// R12: the base
 	MOVQ	0(SP), DX	// DX: BarrierPC (the copy overwrites 0(SP))
-	CLD
+	// The frames, a word at a time: records are small, and REP MOVSQ
+	// costs more to start than such a copy takes. (No CALL here: thawPop's
+	// callee would push its return address into the words being copied.)
 	MOVQ	R13, CX
 	SHRQ	$3, CX
-	REP;	MOVSQ	// the frames
+	TESTQ	CX, CX
+	JEQ	cdone1
+cloop1:
+	MOVQ	(SI), AX
+	MOVQ	AX, (DI)
+	ADDQ	$8, SI
+	ADDQ	$8, DI
+	DECQ	CX
+	JNE	cloop1
+cdone1:
 	// The results the last record's outermost frame left in Thaw's
 	// argument area go to the bottom of its caller's frame, the innermost
 	// of this record: where that caller reads them.
 	MOVQ	(8+PREV)(SP), CX
+	TESTQ	CX, CX
+	JEQ	noprev
 	MOVQ	SI, R9
 	LEAQ	(8+ARGS)(SP), SI
 	MOVQ	R12, DI
-	REP;	MOVSQ
+	TESTQ	CX, CX
+	JEQ	cdone2
+cloop2:
+	MOVQ	(SI), AX
+	MOVQ	AX, (DI)
+	ADDQ	$8, SI
+	ADDQ	$8, DI
+	DECQ	CX
+	JNE	cloop2
+cdone2:
 	MOVQ	R9, SI
+noprev:
 	// This record's outermost frame's arguments, into the argument area.
 	MOVLQZX	-44(R11), CX
 	MOVQ	CX, (8+PREV)(SP)
 	LEAQ	(8+ARGS)(SP), DI
-	REP;	MOVSQ	// SI now points at the tables
+	TESTQ	CX, CX
+	JEQ	cdone3
+cloop3:
+	MOVQ	(SI), AX
+	MOVQ	AX, (DI)
+	ADDQ	$8, SI
+	ADDQ	$8, DI
+	DECQ	CX
+	JNE	cloop3
+cdone3:
+	// SI now points at the tables.
 	// Live pointers out of the stack: the last np of Ptrs.
 	MOVLQZX	-12(R11), CX
 	MOVQ	Link_PtrTop(R8), R9
@@ -278,3 +311,4 @@ TEXT ·ThawPC(SB), NOSPLIT|NOFRAME, $0-8
 	LEAQ	·Thaw(SB), AX
 	MOVQ	AX, ret+0(FP)
 	RET
+

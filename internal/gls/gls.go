@@ -225,3 +225,23 @@ func Of(g uintptr) *Local {
 	}
 	return nil
 }
+
+// Slot is a goroutine's place in the table, for an engine that swaps the
+// goroutine's record in and out many times while it runs: Push and Pop
+// cost one lookup for the pair.
+type Slot struct{ c *cell }
+
+// Push makes l the calling goroutine's record and returns its slot and
+// the record it replaced, which Pop puts back.
+func Push(l *Local) (Slot, *Local) {
+	g := arch.G()
+	c := lookup(g)
+	if c == nil {
+		c = insert(g)
+	}
+	return Slot{c}, c.l.Swap(l)
+}
+
+// Pop puts back the record that Push replaced. It must be called on the
+// goroutine that called Push.
+func (s Slot) Pop(prev *Local) { s.c.l.Store(prev) }
