@@ -31,3 +31,5 @@ const noStackCopy = "weft: internal error: stack-copying backend used in a build
 
 // countRun counts a Run.
 func (c *Cont) countRun() { c.runs.Add(1) }
+
+func (c *Cont) scMount(any) { panic(noStackCopy) }

@@ -57,21 +57,26 @@ func (c *scCont) run() {
 		c.started = true
 		arch.Enter(&c.chunk.Link, c.body)
 	} else {
-		if c.host == nil {
-			c.host = c.resumeHost
-		}
-		// Room for the first record, so that Thaw rarely has to grow the
-		// stack itself: a comparison when there is.
-		if top := c.chunk.MemTop; top > 0 {
-			n := uint32(c.chunk.mem[top-2]) // the image words of the last record
-			ensureStack(uintptr(n)*wordSize + 8<<10)
-		}
-		c.resumed = true
+		c.prepareThaw()
 		arch.Enter(&c.chunk.Link, c.host)
 	}
 	if !c.yielded {
 		c.done = true
 	}
+}
+
+// prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
+func (c *scCont) prepareThaw() {
+	if c.host == nil {
+		c.host = c.resumeHost
+	}
+	// Room for the first record, so that Thaw rarely has to grow the
+	// stack itself: a comparison when there is.
+	if top := c.chunk.MemTop; top > 0 {
+		n := uint32(c.chunk.mem[top-2]) // the image words of the last record
+		ensureStack(uintptr(n)*wordSize + 8<<10)
+	}
+	c.resumed = true
 }
 
 // resumeHost is what arch.Enter calls on a resume: the frames between

@@ -141,7 +141,7 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 		clear(c.ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
 	}
 	c.ptrHigh = ptop + np
-	c.lastFrames, c.lastWords = uint32(t.nf), uint32(t.words)-uint32(h[0]>>32)
+	c.lastFrames, c.lastWords = uint32(t.nf), uint32(t.words)-uint32(t.header[0]>>32)
 	return true
 }
 

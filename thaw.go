@@ -31,7 +31,11 @@ func (c *Cont) Run(owner any) {
 		switch st {
 		case stNew, stSuspended:
 			if c.state.CompareAndSwap(int32(st), int32(stMounted)) {
-				c.mounted(owner)
+				if useStackCopy {
+					c.scMount(owner)
+				} else {
+					c.mounted(owner)
+				}
 				return
 			}
 		case stTracing:
