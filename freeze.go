@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
@@ -55,20 +56,32 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 			break
 		}
 	}
-	if !useStackCopy {
-		if pe := portableLocked(cur, t); pe != nil {
-			return t, pe
-		}
-	}
 	if useStackCopy {
-		cancelled, pe := cur.scSuspend(t)
-		if pe != nil {
-			return t, t.pinnedFrom(pe)
+		// scSuspend, written out: this frame captures itself, one frame
+		// fewer to freeze, thaw and return through on every yield.
+		cur.target = t
+		s := &cur.sc
+		err := s.chunk.capture(scEntry)
+		if s.resumed {
+			s.resumed = false
+			if s.pinErr != nil {
+				return t, t.pinnedFrom(s.takePinErr())
+			}
+			if s.cancel {
+				runtime.Goexit()
+			}
+			return t, nil
 		}
-		if cancelled {
-			runtime.Goexit()
+		if err != nil {
+			s.err = err
+			return t, t.pinnedFrom(s.refused())
 		}
-		return t, nil
+		s.yielded = true
+		arch.JumpBack(s.chunk.TopOff)
+		panic("unreachable: arch.JumpBack returned")
+	}
+	if pe := portableLocked(cur, t); pe != nil {
+		return t, pe
 	}
 	if cur.suspend(t) {
 		runtime.Goexit()
@@ -84,8 +97,18 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 //go:noinline
 func (t *Cont) pinnedYield(r pinning.Reason, pc uintptr) *pinning.Error {
 	t.pinned.Add(1)
-	return &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: gls.PinFrame(pc)}
+	perr := &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: gls.PinFrame(pc)}
+	if h := t.onPinned; h != nil {
+		h(t, perr)
+	}
+	return perr
 }
+
+// SetPinnedHandler makes h run, inside Yield, for every pinned yield that
+// names c, before Yield returns the error: for an API that handles pinned
+// yields itself (package continuation calls its onPinned handler). h may
+// panic. It must not be changed while c is running.
+func (c *Cont) SetPinnedHandler(h func(c *Cont, perr *pinning.Error)) { c.onPinned = h }
 
 //go:noinline
 func nilScope(op string) error {

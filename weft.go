@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
 )
 
@@ -94,6 +95,8 @@ type Cont struct {
 	// Parent link, resolved lazily: the continuation whose body called Run
 	// (nil if Run was called from a plain goroutine).
 	callerG uintptr
+	// onPinned runs for every pinned yield that names c (SetPinnedHandler).
+	onPinned func(c *Cont, perr *pinning.Error)
 	// callerCgoPC is the PC of a cgo callback frame on the stack of the
 	// goroutine that called Run, or 0 (portable backend).
 	callerCgoPC    uintptr

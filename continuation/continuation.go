@@ -97,6 +97,7 @@ func New(s *scope.Scope, body func(), opts ...Option) *Continuation {
 		panic("continuation.New: nil body")
 	}
 	c := &Continuation{c: weft.NewCont(s, body)}
+	c.c.SetPinnedHandler(pinnedHandler)
 	for _, o := range opts {
 		o(c)
 	}
@@ -155,23 +156,22 @@ func (c *Continuation) String() string { return "continuation on " + c.c.Scope()
 func Yield(s *scope.Scope) bool {
 	// Small enough to inline: the body's frame calls the engine directly,
 	// one frame fewer to freeze, thaw and return through on every yield.
-	t, perr := weft.Yield(s)
-	if perr == nil {
-		return true
-	}
-	return yieldPinned(t, perr)
+	// The engine calls pinnedHandler for a pinned yield.
+	_, perr := weft.Yield(s)
+	return perr == nil
 }
 
-// yieldPinned calls the onPinned handler of a pinned yield's continuation.
-//
-//go:noinline
-func yieldPinned(t *weft.Cont, perr *pinning.Error) bool {
+// pinnedHandler is every continuation's pinned-yield handler in the
+// engine: it calls the onPinned handler of the continuation the yield
+// named (mounted, so its owner is its handle), or panics without one. It
+// is a plain function, so that the engine's record of a continuation does
+// not refer back to the handle (runtime.AddCleanup needs that).
+func pinnedHandler(t *weft.Cont, perr *pinning.Error) {
 	h := t.Owner().(*Continuation)
 	if h.onPinned == nil {
 		panic(perr)
 	}
 	h.onPinned(h, perr.Reason)
-	return false
 }
 
 // Current returns the innermost continuation of scope s mounted on the
