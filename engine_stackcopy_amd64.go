@@ -72,6 +72,7 @@ func (c *Cont) scMount(owner any) {
 		} else {
 			s.prepareThaw()
 			arch.Enter(&s.chunk.Link, s.host)
+			s.rethrowLoop()
 		}
 		c.scUnmount(slot, prev)
 		pushed = false

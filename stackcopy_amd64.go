@@ -26,7 +26,9 @@ import (
 type scCont struct {
 	chunk   stackChunk
 	body    func()
-	host    func() // c.resumeHost, made on the first resume
+	host    func() // makeHost's, made on the first resume
+	mode    uintptr
+	rethrow bool // the host returned to raise c.thrown again
 	started bool
 	yielded bool // the last arch.Enter returned because of a yield
 	resumed bool // set before a thaw; scYield returns when it sees it
@@ -59,6 +61,7 @@ func (c *scCont) run() {
 	} else {
 		c.prepareThaw()
 		arch.Enter(&c.chunk.Link, c.host)
+		c.rethrowLoop()
 	}
 	if !c.yielded {
 		c.done = true
@@ -68,7 +71,7 @@ func (c *scCont) run() {
 // prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
 func (c *scCont) prepareThaw() {
 	if c.host == nil {
-		c.host = c.resumeHost
+		c.host = c.makeHost()
 	}
 	// Room for the first record, so that Thaw rarely has to grow the
 	// stack itself: a comparison when there is.
@@ -76,46 +79,50 @@ func (c *scCont) prepareThaw() {
 		n := uint32(c.chunk.mem[top-2]) // the image words of the last record
 		ensureStack(uintptr(n)*wordSize + 8<<10)
 	}
+	c.mode = 0
 	c.resumed = true
 }
 
-// resumeHost is what arch.Enter calls on a resume: the frames between
-// Enter and the return barrier. It thaws the chunk's records as the frames
-// above it return, and carries a panic that crosses the barrier on into
-// the frames still frozen (hostOnce).
-func (c *scCont) resumeHost() {
-	mode := uintptr(0)
-	for !c.hostOnce(mode) {
-		// A panic crossed the barrier and was recovered there: raise it
-		// again in the innermost frozen frame with a deferred call
-		// pending, as if the frames between had unwound (they have none).
+// rethrowLoop follows arch.Enter(&c.chunk.Link, c.host): while the host
+// returned because a panic crossed the barrier and was recovered there
+// (crossing), it raises the panic again in the innermost frozen frame with
+// a deferred call pending, as if the frames between had unwound (they have
+// none), by entering the host again in mode 1.
+func (c *scCont) rethrowLoop() {
+	for c.rethrow {
+		c.rethrow = false
 		c.chunk.dropToDefers()
 		c.chunk.Rethrow = frozenPanicPC
-		mode = 1
+		c.mode = 1
+		arch.Enter(&c.chunk.Link, c.host)
 	}
 }
 
-// hostOnce runs arch.Thaw in mode, and reports whether it returned: the
-// body's outermost frame returned into the barrier. It returns false when
-// a panic crossed the barrier and frozen frames have deferred calls
-// pending; crossing has recovered it into c.thrown. A runtime.Goexit
-// crossing the barrier never returns.
-//
-//go:noinline
-func (c *scCont) hostOnce(mode uintptr) (finished bool) {
-	defer c.crossing(&finished)
-	arch.Thaw(&c.chunk.Link, mode)
-	return true
+// makeHost returns what arch.Enter calls on a resume: the one frame
+// between Enter and the return barrier. It runs arch.Thaw in c.mode, which
+// thaws the chunk's records as the frames above it return, and returns
+// when the body's outermost frame returns into the barrier. A panic that
+// crosses the barrier while frozen frames have deferred calls pending is
+// recovered by crossing, and the host returns with c.rethrow set; a
+// runtime.Goexit crossing it never returns. It is a closure, not a method
+// value, so that it is one frame, not two.
+func (c *scCont) makeHost() func() {
+	return func() {
+		finished := false
+		defer c.crossing(&finished)
+		arch.Thaw(&c.chunk.Link, c.mode)
+		finished = true
+	}
 }
 
-// crossing runs when hostOnce's frame unwinds. A panic or runtime.Goexit
+// crossing runs when the host frame unwinds. A panic or runtime.Goexit
 // that reaches the barrier must still run the deferred calls of the frames
 // that are still frozen, innermost first, and recover must work in them as
 // in plain Go. Frozen frames with nothing pending need nothing: they are
 // dropped with the continuation, and the panic goes on untouched, with its
 // original stack for the crash report. Otherwise a panic is recovered here
 // and raised again from the innermost frame that has deferred calls
-// (resumeHost); Goexit cannot be recovered, so the frames are thawed above
+// (rethrowLoop); Goexit cannot be recovered, so the frames are thawed above
 // this deferred call instead, and Goexit is called again from there, which
 // runs their deferred calls, then this frame's callers', and ends the
 // goroutine.
@@ -126,13 +133,15 @@ func (c *scCont) crossing(finished *bool) {
 	c.unwound++
 	if r := recover(); r != nil {
 		c.thrown = r
+		c.rethrow = true
 		return
 	}
 	// runtime.Goexit (recover reports no panic, and stops none: with
 	// GODEBUG=panicnil=1 a panic(nil) is taken for a Goexit).
 	c.chunk.dropToDefers()
 	c.chunk.Rethrow = frozenGoexitPC
-	c.hostOnce(1)
+	c.mode = 1
+	c.host()
 }
 
 // frozenPanic raises the panic in scCont.thrown again. arch.Thaw enters it
