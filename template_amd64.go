@@ -127,9 +127,13 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 		ptrs[k] = *(*unsafe.Pointer)(unsafe.Add(base, uintptr(w)*wordSize))
 		img[w] = 0
 	}
-	copy(rec[t.words:], t.table)
-	h := rec[size-arch.RecordHeader:]
-	copy(h, t.header[:])
+	// Word loops: runtime.memmove costs more to call than these copies.
+	tab := rec[t.words : t.words+len(t.table)]
+	for i, v := range t.table {
+		tab[i] = v
+	}
+	h := (*[arch.RecordHeader]uintptr)(rec[size-arch.RecordHeader:])
+	*h = t.header
 	for _, off := range t.deferAt {
 		if *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(img)), off)) != 0 {
 			h[0] |= arch.RecordDefers
