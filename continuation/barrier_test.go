@@ -4,10 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scope"
@@ -411,3 +416,63 @@ func TestBarrierFloatResults(t *testing.T) {
 		t.Errorf("got %x %x %v %x", math.Float64bits(a), math.Float32bits(b), c, math.Float64bits(e))
 	}
 }
+
+// A CPU profile taken while a continuation yields in a loop deep in a call
+// stack is readable by go tool pprof, and its samples walk through the
+// return barrier to the code that calls Run.
+func TestBarrierCPUProfile(t *testing.T) {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		t.Skipf("needs the go command to run go tool pprof: %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "cpu.pprof")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Skipf("a CPU profile is already running: %v", err)
+	}
+	s := scope.New("profiled")
+	stop := false
+	c := continuation.New(s, func() {
+		var spin func(d int)
+		spin = func(d int) {
+			if d > 0 {
+				spin(d - 1)
+				return
+			}
+			for !stop {
+				x := 0
+				for i := range 2000 { // some work in the thawed frames
+					x += i * i
+				}
+				barSink = x
+				continuation.Yield(s)
+			}
+		}
+		spin(60)
+	})
+	for deadline := time.Now().Add(600 * time.Millisecond); time.Now().Before(deadline); {
+		c.Run()
+	}
+	stop = true
+	c.Run()
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(gobin, "tool", "pprof", "-traces", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, out)
+	}
+	text := string(out)
+	if !strings.Contains(text, "TestBarrierCPUProfile") {
+		t.Fatalf("no sample reaches the test function:\n%s", text)
+	}
+	if gcsLazy() && !strings.Contains(text, "arch.Thaw") {
+		t.Fatalf("no sample walks through the return barrier:\n%s", text)
+	}
+}
+
+var barSink int
