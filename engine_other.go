@@ -13,7 +13,22 @@ import (
 
 const stackCopyBuilt = false
 
-type scCont struct{}
+// scCont has the fields weft.Yield's stack-copying branch names.
+type scCont struct {
+	chunk                    stubChunk
+	resumed, cancel, yielded bool
+	pinErr                   *errPinned
+	err                      error
+}
+
+type stubChunk struct{ TopOff uintptr }
+
+func (*stubChunk) capture(uintptr) error { panic(noStackCopy) }
+func (*scCont) takePinErr() *errPinned   { panic(noStackCopy) }
+func (*scCont) refused() *errPinned      { panic(noStackCopy) }
+func jumpBack(uintptr)                   { panic(noStackCopy) }
+
+const scEntry = 0
 
 type errPinned struct {
 	reason pinning.Reason

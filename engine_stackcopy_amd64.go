@@ -215,6 +215,9 @@ func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 	panic("unreachable: arch.JumpBack returned")
 }
 
+// jumpBack is arch.JumpBack, under a name the portable build can stub.
+func jumpBack(topOff uintptr) { arch.JumpBack(topOff) }
+
 // scEntry is the entry PC of arch.Enter, the boundary of every region.
 var scEntry = arch.EnterPC()
 

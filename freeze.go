@@ -5,8 +5,8 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
 )
@@ -77,7 +77,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 			return t, t.pinnedFrom(s.refused())
 		}
 		s.yielded = true
-		arch.JumpBack(s.chunk.TopOff)
+		jumpBack(s.chunk.TopOff)
 		panic("unreachable: arch.JumpBack returned")
 	}
 	if pe := portableLocked(cur, t); pe != nil {
@@ -148,6 +148,14 @@ func portableLocked(cur, t *Cont) *pinning.Error {
 // goroutine's stack, or 0 if there is none.
 func cgoCallbackPC() uintptr {
 	if runtime.NumCgoCall() == 0 {
+		return 0
+	}
+	// A goroutine running a callback from C is locked to its thread; one
+	// that is not locked has none on its stack, and the walk below (a few
+	// microseconds, more on deep stacks) is not needed. Any program linked
+	// with cgo has made a cgo call by the time main runs, so without this
+	// every Run and Yield on the portable backend paid for the walk.
+	if locked, ok := rt.Locked(); ok && !locked {
 		return 0
 	}
 	pcs := make([]uintptr, 64)

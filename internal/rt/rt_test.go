@@ -112,3 +112,36 @@ func funcPC(t *testing.T) uintptr {
 
 // funcPCOf returns the entry PC of a function value's code.
 func funcPCOf(f any) uintptr { return reflect.ValueOf(f).Pointer() }
+
+func TestLocked(t *testing.T) {
+	if !Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	done := make(chan string)
+	go func() {
+		locked, ok := Locked()
+		if !ok {
+			done <- "runtime.g.lockedm was not found"
+			return
+		}
+		if locked {
+			done <- "a fresh goroutine reads as locked"
+			return
+		}
+		runtime.LockOSThread()
+		locked, _ = Locked()
+		runtime.UnlockOSThread()
+		if !locked {
+			done <- "a goroutine locked with runtime.LockOSThread reads as unlocked"
+			return
+		}
+		if locked, _ = Locked(); locked {
+			done <- "a goroutine reads as locked after runtime.UnlockOSThread"
+			return
+		}
+		done <- ""
+	}()
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+}
