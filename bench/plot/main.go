@@ -27,6 +27,7 @@ func main() {
 	in := flag.String("in", "-", "raw go test -bench output (- for standard input)")
 	out := flag.String("o", "-", "SVG file to write (- for standard output)")
 	bench := flag.String("bench", "BenchmarkRoundTrip", "benchmark whose impl=/depth= sub-benchmarks to plot")
+	impls := flag.String("impl", "", "comma-separated implementations to draw, in this order (all, in order of appearance, if empty)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("plot: ")
@@ -43,6 +44,11 @@ func main() {
 	d, err := parse(r, *bench)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *impls != "" {
+		if err := d.keep(strings.Split(*impls, ",")); err != nil {
+			log.Fatal(err)
+		}
 	}
 	if len(d.impls) == 0 {
 		log.Fatalf("no %s/impl=.../depth=... results with ns/op in the input", *bench)
@@ -114,6 +120,18 @@ func parse(r io.Reader, bench string) (*data, error) {
 	}
 	slices.Sort(d.depths)
 	return d, nil
+}
+
+// keep restricts d to the implementations named, in that order; naming one
+// that d does not have is an error.
+func (d *data) keep(impls []string) error {
+	for _, im := range impls {
+		if !slices.Contains(d.impls, im) {
+			return fmt.Errorf("no results for impl=%s (have %s)", im, strings.Join(d.impls, ", "))
+		}
+	}
+	d.impls = impls
+	return nil
 }
 
 // median returns the median ns/op of the runs of k.

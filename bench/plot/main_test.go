@@ -134,3 +134,19 @@ func TestRecordedResults(t *testing.T) {
 		}
 	}
 }
+
+func TestKeep(t *testing.T) {
+	d, err := parse(strings.NewReader(sample), "BenchmarkRoundTrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.keep([]string{"iter.Pull", "weft"}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.impls, []string{"iter.Pull", "weft"}) {
+		t.Fatalf("impls %v", d.impls)
+	}
+	if err := d.keep([]string{"goroutine"}); err == nil {
+		t.Fatal("keeping an implementation without results succeeded")
+	}
+}
