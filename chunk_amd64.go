@@ -642,7 +642,7 @@ func (c *stackChunk) push(s *captureScratch) {
 	np := len(s.ptrAt)
 	ptop := int(c.PtrTop)
 	if need := ptop + np; need > len(c.ptrs) {
-		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs), 16))
+		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs)))
 		copy(ptrs, c.ptrs[:ptop])
 		c.ptrs = ptrs
 		c.Ptrs = unsafe.Pointer(unsafe.SliceData(ptrs))
@@ -749,7 +749,7 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	}
 	ptop := int(c.PtrTop)
 	if need := ptop + np; need > len(c.ptrs) {
-		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs), 16))
+		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs)))
 		copy(ptrs, c.ptrs[:ptop])
 		c.ptrs = ptrs
 		c.Ptrs = unsafe.Pointer(unsafe.SliceData(ptrs))

@@ -161,7 +161,7 @@ func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 		k.FramesThawed, k.WordsThawed = 0, 0
 	}
 	if n := c.sc.unwound; n != 0 {
-		bump(&c.unwinds, n)
+		bump(&c.unwinds, uint64(n))
 		c.sc.unwound = 0
 	}
 	slot.Pop(prev)

@@ -24,22 +24,15 @@ import (
 // flags that tell a thawed yield how to return. Cont embeds one; the
 // mechanism tests drive it alone.
 type scCont struct {
-	chunk   stackChunk
-	body    func()
-	host    func() // makeHost's, made on the first resume
-	mode    uintptr
-	rethrow bool // the host returned to raise c.thrown again
-	started bool
-	yielded bool // the last arch.Enter returned because of a yield
-	resumed bool // set before a thaw; scYield returns when it sees it
-	done    bool
-	err     error // why the last yield could not suspend
+	chunk stackChunk
+	body  func()
+	host  func() // makeHost's, made on the first resume
+	err   error  // why the last yield could not suspend
 
 	// What the yield returns when it is thawed next: the freeze of an
 	// enclosing continuation failed (pinErr), or the continuation was
 	// abandoned and must unwind (cancel).
 	pinErr *errPinned
-	cancel bool
 
 	// thrown is a panic that crossed the return barrier while frozen
 	// frames still had deferred calls pending: frozenPanic raises it again
@@ -47,7 +40,15 @@ type scCont struct {
 	thrown any
 	// unwound counts the panics and Goexits carried into frozen frames
 	// since the engine last read it.
-	unwound uint64
+	unwound uint32
+
+	mode    uint8 // arch.Thaw's mode for the host
+	rethrow bool  // the host returned to raise thrown again
+	started bool
+	yielded bool // the last arch.Enter returned because of a yield
+	resumed bool // set before a thaw; scYield returns when it sees it
+	done    bool
+	cancel  bool
 }
 
 // run runs or resumes c until it yields or its body returns.
@@ -110,7 +111,7 @@ func (c *scCont) makeHost() func() {
 	return func() {
 		finished := false
 		defer c.crossing(&finished)
-		arch.Thaw(&c.chunk.Link, c.mode)
+		arch.Thaw(&c.chunk.Link, uintptr(c.mode))
 		finished = true
 	}
 }

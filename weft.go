@@ -99,9 +99,8 @@ type Cont struct {
 	onPinned func(c *Cont, perr *pinning.Error)
 	// callerCgoPC is the PC of a cgo callback frame on the stack of the
 	// goroutine that called Run, or 0 (portable backend).
-	callerCgoPC    uintptr
-	parentC        *Cont
-	parentResolved bool
+	callerCgoPC uintptr
+	parentC     *Cont
 
 	// target is the continuation whose scope the last yield named: this
 	// one, or an enclosing one.
@@ -109,6 +108,8 @@ type Cont struct {
 	// child is the nested continuation suspended together with this one,
 	// while this one is suspended by a yield to an enclosing scope.
 	child *Cont
+
+	parentResolved bool
 
 	// pt is the portable backend's state, from the first Run.
 	pt *portableState
