@@ -158,6 +158,15 @@ func cgoCallbackPC() uintptr {
 	if locked, ok := rt.Locked(); ok && !locked {
 		return 0
 	}
+	return cgoCallbackWalk()
+}
+
+// cgoCallbackWalk is cgoCallbackPC's walk of the stack, a function of its
+// own: its frame is large, and Yield on the portable backend runs near the
+// top of a body goroutine's small stack.
+//
+//go:noinline
+func cgoCallbackWalk() uintptr {
 	pcs := make([]uintptr, 64)
 	for {
 		n := runtime.Callers(2, pcs)
