@@ -632,22 +632,9 @@ func (c *stackChunk) push(s *captureScratch) {
 		nw := int(s.frames[fe-1].fp-s.frames[fs].sp+s.argsOf(fe-1)) / int(wordSize)
 		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeader
 	}
-	top := int(c.MemTop)
-	if need := top + total; need > len(c.mem) {
-		mem := make([]uintptr, max(need, 2*len(c.mem)))
-		copy(mem, c.mem[:top])
-		c.mem = mem
-		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
-	}
 	np := len(s.ptrAt)
-	ptop := int(c.PtrTop)
-	if need := ptop + np; need > len(c.ptrs) {
-		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs)))
-		copy(ptrs, c.ptrs[:ptop])
-		c.ptrs = ptrs
-		c.Ptrs = unsafe.Pointer(unsafe.SliceData(ptrs))
-		c.ptrHigh = ptop
-	}
+	c.reserve(total, np)
+	top, ptop := int(c.MemTop), int(c.PtrTop)
 
 	for r := nrec - 1; r >= 0; r-- {
 		fs, fe := s.recordFrames(r)
@@ -739,22 +726,9 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	nw := len(s.words)
 	np := len(s.ptrAt)
 	nr := len(s.refs) + len(s.weak) + len(s.bps)
-	top := int(c.MemTop)
 	size := nw + (np+2*nr+1)/2 + arch.RecordHeader
-	if need := top + size; need > len(c.mem) {
-		mem := make([]uintptr, max(need, 2*len(c.mem)))
-		copy(mem, c.mem[:top])
-		c.mem = mem
-		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
-	}
-	ptop := int(c.PtrTop)
-	if need := ptop + np; need > len(c.ptrs) {
-		ptrs := make([]unsafe.Pointer, max(need, 2*len(c.ptrs)))
-		copy(ptrs, c.ptrs[:ptop])
-		c.ptrs = ptrs
-		c.Ptrs = unsafe.Pointer(unsafe.SliceData(ptrs))
-		c.ptrHigh = ptop
-	}
+	c.reserve(size, np)
+	top, ptop := int(c.MemTop), int(c.PtrTop)
 	rec := c.mem[top : top+size]
 	copy(rec, s.words)
 	tab := unsafe.Pointer(&rec[nw])
@@ -794,6 +768,26 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(nw)-s.outerArgs/uint32(wordSize)
 	if len(s.cleared) > 0 || c.cleared != nil {
 		c.cleared = append(c.cleared[:0], s.cleared...)
+	}
+}
+
+// reserve makes room for words more words of records and ptrs more
+// pointers above the chunk's tops, doubling its arrays as needed.
+func (c *stackChunk) reserve(words, ptrs int) {
+	top := int(c.MemTop)
+	if need := top + words; need > len(c.mem) {
+		mem := make([]uintptr, max(need, 2*len(c.mem)))
+		copy(mem, c.mem[:top])
+		c.mem = mem
+		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
+	}
+	ptop := int(c.PtrTop)
+	if need := ptop + ptrs; need > len(c.ptrs) {
+		p := make([]unsafe.Pointer, max(need, 2*len(c.ptrs)))
+		copy(p, c.ptrs[:ptop])
+		c.ptrs = p
+		c.Ptrs = unsafe.Pointer(unsafe.SliceData(p))
+		c.ptrHigh = ptop
 	}
 }
 

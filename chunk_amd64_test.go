@@ -275,20 +275,7 @@ func TestCaptureWhileStackMoves(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
 	}
-	stop := make(chan struct{})
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-			}
-		}
-	}()
-	defer func() { close(stop); <-gcDone }()
+	defer collectWhile()()
 	b := capBoundary(capCall)
 	moved := 0
 	const n = 400
@@ -333,4 +320,23 @@ func (c *stackChunk) whereIs(w uint32) string {
 		}
 	}
 	return "?"
+}
+
+// collectWhile runs garbage collections back to back on a goroutine of its
+// own until the function it returns is called, which waits for it to stop.
+func collectWhile() (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }

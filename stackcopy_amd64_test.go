@@ -210,20 +210,7 @@ func TestBarrierGrowsStack(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
 	}
-	stop := make(chan struct{})
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-			}
-		}
-	}()
-	defer func() { close(stop); <-gcDone }()
+	defer collectWhile()()
 	for _, depth := range []int{6, 10, 31} {
 		c := &scCont{}
 		var n int

@@ -162,6 +162,7 @@ func TestLazyThawBoundedPerYield(t *testing.T) {
 		t.Fatalf("the first yield froze %d frames, want at least %d", first.FramesFrozen, depth)
 	}
 	prev := first
+	var perTrip uint64
 	for i := 1; i < iters; i++ {
 		c.Run()
 		st := c.Stats()
@@ -169,7 +170,7 @@ func TestLazyThawBoundedPerYield(t *testing.T) {
 		if frozen > 8 || thawed > 8 || frozen == 0 || thawed == 0 {
 			t.Fatalf("round trip %d at depth %d froze %d frames and thawed %d, want 1 to 8 each", i, depth, frozen, thawed)
 		}
-		prev = st
+		prev, perTrip = st, frozen
 	}
 	c.Run() // the loop ends and every frame returns through the barrier
 	if !c.IsDone() {
@@ -189,8 +190,7 @@ func TestLazyThawBoundedPerYield(t *testing.T) {
 	if got != want {
 		t.Errorf("the body computed %d, want %d", got, want)
 	}
-	t.Logf("first yield froze %d frames; each round trip at depth %d froze and thawed about %d",
-		first.FramesFrozen, depth, (st.FramesFrozen-first.FramesFrozen)/uint64(iters))
+	t.Logf("first yield froze %d frames; a round trip at depth %d freezes and thaws %d", first.FramesFrozen, depth, perTrip)
 }
 
 // barPanic is the panic value the panic tests raise.
@@ -267,36 +267,11 @@ func (u *barUnwind) run(depth int) (log []string, ret int, panicked any) {
 		c.Run()
 		for !c.IsDone() {
 			runtime.GC()
-			diffRunElsewhere2(c)
+			diffRunElsewhere(c)
 		}
 	}()
 	<-done
 	return u.log, ret, panicked
-}
-
-// diffRunElsewhere2 runs c on a fresh goroutine and passes on a panic or
-// Goexit the way Run would on this one.
-func diffRunElsewhere2(c *continuation.Continuation) {
-	var p any
-	exited := true
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if exited {
-				p = recover()
-			}
-		}()
-		c.Run()
-		exited = false
-	}()
-	<-done
-	if p != nil {
-		panic(p)
-	}
-	if exited {
-		runtime.Goexit()
-	}
 }
 
 func TestBarrierPanicsAndGoexit(t *testing.T) {

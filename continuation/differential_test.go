@@ -680,24 +680,27 @@ func (in *diffInterp) runInHost(c *continuation.Continuation) {
 }
 
 // diffRunElsewhere calls c.Run on a new goroutine and waits for it; a panic
-// out of Run is carried back and re-raised here.
+// out of Run is carried back and re-raised here, and so is runtime.Goexit.
 func diffRunElsewhere(c *continuation.Continuation) {
-	var pv any
-	ok := false
+	var p any
+	exited := true
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer func() {
-			if !ok {
-				pv = recover()
+			if exited {
+				p = recover()
 			}
 		}()
 		c.Run()
-		ok = true
+		exited = false
 	}()
 	<-done
-	if !ok {
-		panic(pv)
+	if p != nil {
+		panic(p)
+	}
+	if exited { // runtime.Goexit in the body
+		runtime.Goexit()
 	}
 }
 
