@@ -210,6 +210,9 @@ func TestBarrierGrowsStack(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
 	}
+	// The test needs records: under WEFT_THAW=eager there is one.
+	defer func(eager bool) { eagerThaw = eager }(eagerThaw)
+	eagerThaw = false
 	defer collectWhile()()
 	for _, depth := range []int{6, 10, 31} {
 		c := &scCont{}
