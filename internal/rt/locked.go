@@ -25,9 +25,10 @@ func Locked() (locked, ok bool) {
 // gMOffset is the offset of runtime.g.m, right after the prefix G mirrors.
 const gMOffset = unsafe.Sizeof(G{})
 
-// gScanBytes bounds the search: runtime.g is 456 bytes in Go 1.25 and 1.26
-// (a 480-byte size class), and lockedm lies well inside it.
-const gScanBytes = 448
+// gScanBytes bounds the search to runtime.g itself, 456 bytes in Go 1.25
+// and 1.26 (lockedm is at byte 208): reading past the object would read
+// another allocation's memory, which checkptr rightly rejects.
+const gScanBytes = 456 - gMOffset
 
 // lockedmOffset finds runtime.g.lockedm the way a debugger would: on a
 // fresh goroutine, the one word of its g that holds the goroutine's m while
