@@ -396,6 +396,9 @@ func TestBarrierFloatResults(t *testing.T) {
 // stack is readable by go tool pprof, and its samples walk through the
 // return barrier to the code that calls Run.
 func TestBarrierCPUProfile(t *testing.T) {
+	if runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("needs to run go tool pprof, and os/exec cannot start processes on " + runtime.GOOS)
+	}
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gobin); err != nil {
 		t.Skipf("needs the go command to run go tool pprof: %v", err)
