@@ -17,8 +17,8 @@ import (
 // capture copies the frames between a yield point and a boundary frame into
 // a stackChunk, the way invariants 1 to 4 of the design brief require, and
 // reports a pinning reason instead when the region cannot be moved. It
-// leaves the frames in place; scYield then discards them by jumping back to
-// the entry trampoline (stackcopy_amd64.go).
+// leaves the frames in place; its caller (weft.Yield, scSuspend, scYield)
+// then discards them by jumping back to the entry trampoline.
 
 const wordSize = unsafe.Sizeof(uintptr(0))
 

@@ -18,18 +18,20 @@ import (
 // its chunk and jumps back, and a yield to an enclosing scope freezes each
 // continuation on the way out into its own chunk, innermost first.
 //
-// The calling goroutine's stack, while continuation B runs nested in A:
+// The calling goroutine's stack, while continuation B runs nested in A,
+// both resumed at least once:
 //
-//	caller of A.Run ... A.Run, scResume, scOnce, scCont.run, arch.Enter   (A's boundary)
-//	A's body ... B.Run, scResume, scOnce, scCont.run, arch.Enter          (B's boundary)
-//	B's body ... Yield, scSuspend, scYield, capture
+//	caller of A.Run ... A.Run, scMount, arch.Enter, host, arch.Thaw    (A's boundary: its barrier)
+//	A's body ... B.Run, scMount, arch.Enter, host, arch.Thaw           (B's boundary)
+//	B's body ... weft.Yield, capture
 //
-// A yield to A's scope captures B's region (B's body up to B's arch.Enter)
-// into B's chunk and jumps back to B's arch.Enter. B's scResume sees that the
-// yield named A, and suspends A from where it stands: A's region (A's body
-// up to A's arch.Enter) now ends in B's scResume, and goes into A's chunk.
-// Resuming A thaws A's chunk; B's scResume then continues its loop and
-// thaws B's chunk on top, and B's Yield returns.
+// (Before a continuation's first yield its body is called by arch.Enter
+// directly, which is then the boundary.) A yield to A's scope captures B's
+// region (the frames above B's barrier) into B's chunk and jumps back to
+// B's arch.Enter. B's scMount sees that the yield named A, and suspends A
+// from where it stands (scSuspend): A's region now ends in B's scMount,
+// and goes into A's chunk. Resuming A thaws A's innermost record; B's
+// scMount then continues its loop and thaws B's, and B's Yield returns.
 
 // stackCopyBuilt reports whether this build has the stack-copying backend.
 const stackCopyBuilt = true
@@ -188,11 +190,12 @@ func (c *Cont) countYields() {
 	}
 }
 
-// scSuspend freezes c, from its caller's frame up to c's entry trampoline,
-// as part of a yield to t, and returns when c is thawed: cancelled if c was
-// abandoned meanwhile and must unwind. If c cannot be frozen, it returns at
-// once with the reason, and nothing is suspended. It is scYield for the
-// engine, one frame fewer to freeze on every yield.
+// scSuspend freezes c, from its caller's frame up to c's return barrier or
+// entry trampoline, as part of a yield to t that an inner continuation
+// made, and returns when c is thawed: cancelled if c was abandoned
+// meanwhile and must unwind. If c cannot be frozen, it returns at once
+// with the reason, and nothing is suspended. weft.Yield does the same for
+// the continuation it suspends first, in its own frame.
 //
 //go:noinline
 func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {

@@ -15,7 +15,8 @@ import (
 // whether it may be suspended, and suspend it together with every
 // continuation nested inside it. On the portable backend "freezing" a
 // continuation means parking its body goroutine; on the stack-copying
-// backend it means copying its frames into its stack chunk (scSuspend).
+// backend it means copying its frames into its stack chunk (capture, from
+// Yield's own frame).
 
 // Yield suspends the innermost continuation of scope s mounted on the
 // calling goroutine, and every continuation nested inside it, and returns
