@@ -214,6 +214,10 @@ type captureScratch struct {
 	cuts      []int32 // per record, innermost first: its first frame
 	rec       []int32 // per pointer, then per reference: its record
 	count     []int32
+	frameRec  []int32 // per frame: its record
+	order     []int32 // pointers, then references, by record
+	first     []int32 // where each record's pointers and references start in order
+	fill      []int32
 
 	// What templateFor needs to know about the capture.
 	selfPC           uintptr
@@ -568,18 +572,7 @@ func (s *captureScratch) recordOf(w uint32) int32 {
 }
 
 // recordOfFrame returns the index of the record holding frame f.
-func (s *captureScratch) recordOfFrame(f int32) int32 {
-	lo, hi := 0, len(s.cuts)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if s.cuts[m] <= f {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return int32(lo - 1)
-}
+func (s *captureScratch) recordOfFrame(f int32) int32 { return s.frameRec[f] }
 
 // push appends the records of a successful capture to c, outermost first,
 // so that the innermost record ends up last, where arch.Thaw pops it.
@@ -588,6 +581,14 @@ func (c *stackChunk) push(s *captureScratch) {
 	if nrec == 1 {
 		c.pushOne(s)
 		return
+	}
+	// Which record each frame is in.
+	s.frameRec = s.frameRec[:0]
+	for r := range nrec {
+		fs, fe := s.recordFrames(r)
+		for range fe - fs {
+			s.frameRec = append(s.frameRec, int32(r))
+		}
 	}
 	// Which record each pointer and reference belongs to, and how many
 	// each record has. Pointers first, then strong references, then weak
@@ -636,6 +637,38 @@ func (c *stackChunk) push(s *captureScratch) {
 	c.reserve(total, np)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 
+	// The pointers and references in record order (a counting sort), so
+	// that each record's are found without scanning everyone's: record
+	// r's pointers are order[first[r]:first[r+1]], and its references
+	// order[first[nrec+1+r]:first[nrec+2+r]].
+	s.first = append(s.first[:0], make([]int32, 2*(nrec+1))...)
+	first := s.first
+	for i, r := range s.rec {
+		switch {
+		case r < 0: // a dropped weak reference
+		case i < np:
+			first[r+1]++
+		default:
+			first[nrec+2+int(r)]++
+		}
+	}
+	for j := 1; j < len(first); j++ {
+		first[j] += first[j-1]
+	}
+	s.order = append(s.order[:0], make([]int32, int(first[2*nrec+1]))...)
+	s.fill = append(s.fill[:0], first...) // the next free slot of each list
+	for i, r := range s.rec {
+		switch {
+		case r < 0:
+		case i < np:
+			s.order[s.fill[r]] = int32(i)
+			s.fill[r]++
+		default:
+			s.order[s.fill[nrec+1+int(r)]] = int32(i)
+			s.fill[nrec+1+int(r)]++
+		}
+	}
+
 	for r := nrec - 1; r >= 0; r-- {
 		fs, fe := s.recordFrames(r)
 		rb := s.frames[fs].sp / uint32(wordSize) // the record's first word in the region
@@ -647,26 +680,17 @@ func (c *stackChunk) push(s *captureScratch) {
 		ptrAt := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tab))), npr)
 		refs := unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(tab)), npr*4)), nrr)
 		k := 0
-		for i, w := range s.ptrAt {
-			if s.rec[i] == int32(r) {
-				ptrAt[k] = w - rb
-				c.ptrs[ptop+k] = s.ptrs[i]
-				k++
-			}
+		for _, i := range s.order[first[r]:first[r+1]] {
+			ptrAt[k] = s.ptrAt[i] - rb
+			c.ptrs[ptop+k] = s.ptrs[i]
+			k++
 		}
 		ptop += k
 		k = 0
-		for i, x := range s.refs {
-			if s.rec[np+i] == int32(r) {
-				refs[k] = stackRef{at: x.at - rb, target: x.target - rb*uint32(wordSize)}
-				k++
-			}
-		}
-		for i, x := range s.weak {
-			if s.rec[np+len(s.refs)+i] == int32(r) {
-				refs[k] = stackRef{at: x.at - rb, target: x.target - rb*uint32(wordSize)}
-				k++
-			}
+		for _, i := range s.order[first[nrec+1+r]:first[nrec+2+r]] {
+			x := s.refAt(int(i) - np)
+			refs[k] = stackRef{at: x.at - rb, target: x.target - rb*uint32(wordSize)}
+			k++
 		}
 		outerBP := uint32(arch.NoBP)
 		if fe == len(s.frames) {
@@ -791,6 +815,14 @@ func (c *stackChunk) reserve(words, ptrs int) {
 	}
 }
 
+// refAt returns the ith of the strong references followed by the weak.
+func (s *captureScratch) refAt(i int) stackRef {
+	if i < len(s.refs) {
+		return s.refs[i]
+	}
+	return s.weak[i-len(s.refs)]
+}
+
 // recordFrames returns the frames [fs, fe) of record r (innermost first).
 func (s *captureScratch) recordFrames(r int) (fs, fe int) {
 	fs, fe = int(s.cuts[r]), len(s.frames)
@@ -802,15 +834,7 @@ func (s *captureScratch) recordFrames(r int) (fs, fe int) {
 
 // recordLast reports whether frame f is the outermost of its record.
 func (s *captureScratch) recordLast(f int32) bool {
-	if int(f) == len(s.frames)-1 {
-		return true
-	}
-	for _, c := range s.cuts {
-		if c == f+1 {
-			return true
-		}
-	}
-	return false
+	return int(f) == len(s.frames)-1 || s.frameRec[f] != s.frameRec[f+1]
 }
 
 // region is what sort needs to know about a region being captured: its
