@@ -228,3 +228,80 @@ func TestBarrierGrowsStack(t *testing.T) {
 		t.Logf("depth %d: the barrier grew the stack %d times", depth, c.chunk.Short)
 	}
 }
+
+// scTemplated yields in a loop with heap pointers and scalars live across
+// each yield, and no stack objects: a region the capture template covers.
+//
+//go:noinline
+func scTemplated(c *scCont, rounds int, sawTemplate *bool) int {
+	heap := &capNode{v: 7}
+	capEscape = heap // on the heap, not a stack object of this frame
+	n := 1000
+	sum := 0
+	for i := 0; i < rounds; i++ {
+		if !scYield(c) {
+			panic(c.err)
+		}
+		*sawTemplate = *sawTemplate || c.chunk.tmpl != nil
+		runtime.GC()
+		sum += heap.v + n
+		n++
+	}
+	return sum
+}
+
+var capEscape *capNode
+
+// runWithDeferRecord runs c once from a frame with a heap defer record
+// pending (a defer in a loop), which the template fast path leaves to the
+// general capture, since it does not look for defer records.
+//
+//go:noinline
+func runWithDeferRecord(c *scCont) {
+	for i := 0; i < 1; i++ {
+		defer func() {}()
+	}
+	c.run()
+}
+
+// The capture template is taken on the rounds it covers and handed back to
+// the general path on the others (here: a defer record on the goroutine),
+// and every value survives either way.
+func TestCaptureTemplateFallsBack(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds = 40
+	c := &scCont{}
+	var sum int
+	saw := false
+	c.body = func() { sum = scTemplated(c, rounds, &saw) }
+	for i := 0; !c.done; i++ {
+		if i > rounds+2 {
+			t.Fatal("the body did not finish")
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if i%2 == 1 {
+				runWithDeferRecord(c)
+			} else {
+				c.run()
+			}
+		}()
+		<-done
+		if c.err != nil {
+			t.Fatal(c.err)
+		}
+	}
+	want := 0
+	for i := 0; i < rounds; i++ {
+		want += 7 + 1000 + i
+	}
+	if sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	if !saw {
+		t.Fatal("no capture made a template: the test does not test the fast path")
+	}
+}
