@@ -13,20 +13,13 @@ import (
 
 const stackCopyBuilt = false
 
-// scCont has the fields weft.Yield's stack-copying branch names.
-type scCont struct {
-	chunk                    stubChunk
-	resumed, cancel, yielded bool
-	pinErr                   *errPinned
-	err                      error
-}
+// scCont has what weft.Yield's stack-copying branch names.
+type scCont struct{ chunk stubChunk }
 
-type stubChunk struct{ TopOff uintptr }
+type stubChunk struct{}
 
-func (*stubChunk) capture(uintptr) error { panic(noStackCopy) }
-func (*scCont) takePinErr() *errPinned   { panic(noStackCopy) }
-func (*scCont) refused() *errPinned      { panic(noStackCopy) }
-func jumpBack(uintptr)                   { panic(noStackCopy) }
+func (*stubChunk) capture(uintptr) error        { panic(noStackCopy) }
+func (*scCont) settle(error) (bool, *errPinned) { panic(noStackCopy) }
 
 const scEntry = 0
 

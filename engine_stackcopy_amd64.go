@@ -200,26 +200,8 @@ func (c *Cont) countYields() {
 //go:noinline
 func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 	c.target = t
-	s := &c.sc
-	err := s.chunk.capture(scEntry)
-	if s.resumed {
-		s.resumed = false
-		if s.pinErr != nil {
-			return false, s.takePinErr()
-		}
-		return s.cancel, nil
-	}
-	if err != nil {
-		s.err = err
-		return false, s.refused()
-	}
-	s.yielded = true
-	arch.JumpBack(s.chunk.TopOff)
-	panic("unreachable: arch.JumpBack returned")
+	return c.sc.settle(c.sc.chunk.capture(scEntry))
 }
-
-// jumpBack is arch.JumpBack, under a name the portable build can stub.
-func jumpBack(topOff uintptr) { arch.JumpBack(topOff) }
 
 // scEntry is the entry PC of arch.Enter, the boundary of every region.
 var scEntry = arch.EnterPC()

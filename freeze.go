@@ -58,28 +58,18 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		}
 	}
 	if useStackCopy {
-		// scSuspend, written out: this frame captures itself, one frame
-		// fewer to freeze, thaw and return through on every yield.
+		// This frame captures itself (scSuspend does the same for the
+		// continuations outside): one frame fewer to freeze, thaw and
+		// return through on every yield.
 		cur.target = t
-		s := &cur.sc
-		err := s.chunk.capture(scEntry)
-		if s.resumed {
-			s.resumed = false
-			if s.pinErr != nil {
-				return t, t.pinnedFrom(s.takePinErr())
-			}
-			if s.cancel {
-				runtime.Goexit()
-			}
-			return t, nil
+		cancelled, pe := cur.sc.settle(cur.sc.chunk.capture(scEntry))
+		if pe != nil {
+			return t, t.pinnedFrom(pe)
 		}
-		if err != nil {
-			s.err = err
-			return t, t.pinnedFrom(s.refused())
+		if cancelled {
+			runtime.Goexit()
 		}
-		s.yielded = true
-		jumpBack(s.chunk.TopOff)
-		panic("unreachable: arch.JumpBack returned")
+		return t, nil
 	}
 	if pe := portableLocked(cur, t); pe != nil {
 		return t, pe

@@ -188,6 +188,29 @@ func scYield(c *scCont) bool {
 	panic("unreachable: arch.JumpBack returned")
 }
 
+// settle finishes a capture that its caller made of its own frame (the
+// capture call is settle's argument). Right after the capture it jumps
+// back, the region being frozen, or reports why nothing was suspended.
+// When the region is thawed and the capture call "returns" again, it
+// reports why the continuation was resumed: cancelled if it was abandoned
+// and must unwind, pe if the freeze of an enclosing continuation failed.
+func (s *scCont) settle(err error) (cancelled bool, pe *errPinned) {
+	if s.resumed {
+		s.resumed = false
+		if s.pinErr != nil {
+			return false, s.takePinErr()
+		}
+		return s.cancel, nil
+	}
+	if err != nil {
+		s.err = err
+		return false, s.refused()
+	}
+	s.yielded = true
+	arch.JumpBack(s.chunk.TopOff)
+	panic("unreachable: arch.JumpBack returned")
+}
+
 // ensureStack makes sure the goroutine has n bytes of stack below the
 // caller's frame: a comparison when it has, an ordinary growth (calling
 // down) when it has not.
