@@ -51,8 +51,10 @@ type stackChunk struct {
 	// capture tries it first (template_amd64.go).
 	tmpl *captureTemplate
 
-	// lastFrames and lastWords are what the last capture froze.
+	// lastFrames and lastWords are what the last capture froze;
+	// lastTemplated, whether it took the fast path.
 	lastFrames, lastWords uint32
+	lastTemplated         bool
 	// cleared are the words (region word indexes of the last capture) of
 	// stack objects no live pointer reaches that held an address in the
 	// stack outside the record: garbage, which the image holds as zero
@@ -276,14 +278,26 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	// Start at capture's own frame and step to its caller, the innermost
 	// frame of the region.
 	pc, sp := arch.CallerPCSP()
-	if t := c.tmpl; t != nil && c.fastCapture(t, pc, sp) {
-		return nil
+	if t := c.tmpl; t != nil {
+		if c.fastCapture(t, pc, sp) {
+			c.lastTemplated = true
+			return nil
+		}
+		// Another chain than the last capture's may have a template too.
+		if o := templateAt(pc, sp); o != nil && o != t && c.fastCapture(o, pc, sp) {
+			c.tmpl, c.lastTemplated = o, true
+			return nil
+		}
 	}
+	c.lastTemplated = false
 	s := scratchPool.Get().(*captureScratch)
 	s.c = c
 	err := c.captureIn(s, boundary, pc, sp)
 	if err == nil {
 		c.tmpl = s.templateFor()
+		if c.tmpl != nil {
+			c.roomFor(c.tmpl)
+		}
 	}
 	putScratch(s)
 	return err
@@ -792,6 +806,30 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(nw)-s.outerArgs/uint32(wordSize)
 	if len(s.cleared) > 0 || c.cleared != nil {
 		c.cleared = append(c.cleared[:0], s.cleared...)
+	}
+}
+
+// roomFor makes room for t's record in place of the record on top of
+// the chunk, which the general capture has just pushed from t's region:
+// that record holds only the pointers that were not nil, t's has room for
+// every word the maps mark live, and a template that never fits would
+// never be used.
+func (c *stackChunk) roomFor(t *captureTemplate) {
+	top, ptop := int(c.MemTop), int(c.PtrTop)
+	h := c.mem[top-arch.RecordHeader : top]
+	top0, ptop0 := top-int(h[5]), ptop-int(h[4]>>32)
+	if need := top0 + t.words + len(t.table) + arch.RecordHeader; need > len(c.mem) {
+		mem := make([]uintptr, need)
+		copy(mem, c.mem[:top])
+		c.mem = mem
+		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
+	}
+	if need := ptop0 + len(t.ptrWords); need > len(c.ptrs) {
+		p := make([]unsafe.Pointer, need)
+		copy(p, c.ptrs[:ptop])
+		c.ptrs = p
+		c.Ptrs = unsafe.Pointer(unsafe.SliceData(p))
+		c.ptrHigh = ptop
 	}
 }
 

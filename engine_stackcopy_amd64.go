@@ -187,6 +187,9 @@ func (c *Cont) countYields() {
 		k := &x.sc.chunk
 		bump(&x.framesFrozen, uint64(k.lastFrames))
 		bump(&x.bytesFrozen, uint64(k.lastWords)*uint64(wordSize))
+		if k.lastTemplated {
+			bump(&x.templated, 1)
+		}
 	}
 }
 

@@ -305,3 +305,116 @@ func TestCaptureTemplateFallsBack(t *testing.T) {
 		t.Fatal("no capture made a template: the test does not test the fast path")
 	}
 }
+
+// scTemplatedNil yields in a loop with a pointer live across each yield
+// that is nil for the first half of the rounds, and counts the captures
+// that took the fast path.
+//
+//go:noinline
+func scTemplatedNil(c *scCont, rounds int, fast *int) int {
+	var p *capNode
+	sum := 0
+	for i := 0; i < rounds; i++ {
+		if !scYield(c) {
+			panic(c.err)
+		}
+		if c.chunk.lastTemplated {
+			*fast++
+		}
+		if p != nil {
+			sum += p.v
+		}
+		p = nilUntil(i, rounds/2)
+		runtime.GC()
+	}
+	return sum
+}
+
+//go:noinline
+func nilUntil(i, n int) *capNode {
+	if i < n {
+		return nil
+	}
+	p := &capNode{v: i}
+	capEscape = p
+	return p
+}
+
+// A live pointer word that is nil when the general capture makes the
+// template still gets a place in the template's record: the fast path must
+// find room for every word the maps mark live, not only for the pointers
+// the general capture saw, or it never runs.
+func TestCaptureTemplateNilPointers(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds = 40
+	c := &scCont{}
+	var sum, fast int
+	c.body = func() { sum = scTemplatedNil(c, rounds, &fast) }
+	runToEnd(t, c, rounds+2)
+	want := 0
+	for i := rounds / 2; i < rounds-1; i++ {
+		want += i
+	}
+	if sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	// The first two captures make the template; every later one fits it.
+	if fast < rounds-3 {
+		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-3)
+	}
+}
+
+//go:noinline
+func scYieldA(c *scCont) bool { return scYield(c) }
+
+//go:noinline
+func scYieldB(c *scCont) bool { return scYield(c) }
+
+// scAlternating yields from two call chains in turn, counting the
+// captures that took the fast path.
+//
+//go:noinline
+func scAlternating(c *scCont, rounds int, fast *int) int {
+	heap := &capNode{v: 3}
+	capEscape = heap
+	sum := 0
+	for i := 0; i < rounds; i++ {
+		ok := false
+		if i%2 == 0 {
+			ok = scYieldA(c)
+		} else {
+			ok = scYieldB(c)
+		}
+		if !ok {
+			panic(c.err)
+		}
+		if c.chunk.lastTemplated {
+			*fast++
+		}
+		sum += heap.v + i
+		runtime.GC()
+	}
+	return sum
+}
+
+// A yield loop that alternates between two call chains takes the fast
+// path on both, each with its own template (templateAt), though the chunk
+// keeps only the last one.
+func TestCaptureTemplateAlternating(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds = 40
+	c := &scCont{}
+	var sum, fast int
+	c.body = func() { sum = scAlternating(c, rounds, &fast) }
+	runToEnd(t, c, rounds+2)
+	if want := rounds*3 + rounds*(rounds-1)/2; sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	if fast < rounds-4 {
+		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-4)
+	}
+}

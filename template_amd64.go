@@ -149,6 +149,46 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	return true
 }
 
+// templateAt finds the published template of the chain of frames from
+// capture's caller up to the return barrier, given capture's own PC and
+// SP, by walking the chain with the frame descriptors; nil if there is
+// none. A yield loop that alternates between call chains (a send then a
+// receive; a park in a read, then in a write) finds each chain's template
+// here once the chunk's own, the last chain's, does not match.
+//
+// Descriptors come from descFor, whose lookups may move the stack: sp is
+// an unsafe.Pointer, which moves with it, and only offsets from it are
+// read.
+func templateAt(pc uintptr, sp unsafe.Pointer) *captureTemplate {
+	selfPC := pc
+	d := descFor(pc)
+	if d.bad {
+		return nil
+	}
+	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+	sp = unsafe.Add(sp, d.size)
+	var pcs [maxTemplateFrames]uintptr
+	nf := 0
+	for {
+		d := descFor(pc)
+		if d.entry == scThaw && !d.bad {
+			break
+		}
+		if d.stop || nf == maxTemplateFrames {
+			return nil
+		}
+		pcs[nf] = pc
+		nf++
+		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+		sp = unsafe.Add(sp, d.size)
+	}
+	t := templateSlot(pcs[:nf]).Load()
+	if t == nil || t.nf != nf || t.pcs != pcs || t.selfPC != selfPC || t.stopPC != pc {
+		return nil
+	}
+	return t
+}
+
 // templateFor returns the template of the region s has just captured
 // into a single record, or nil if the region does not qualify. It shares a
 // published template of the same chain, and publishes a new one otherwise.

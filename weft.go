@@ -76,6 +76,13 @@ type Stats struct {
 	// and were carried on into them (the stack-copying backend's return
 	// barrier; see docs/design.md).
 	Unwinds uint64
+	// Templated counts the yields whose frames were captured by the
+	// stack-copying backend's fast path: a capture template, made by the
+	// last capture of the same call chain (docs/design.md). A region
+	// with stack objects (locals whose address is taken, closures and
+	// deferred closures kept on the stack) or with a defer record takes
+	// the general path, which costs more.
+	Templated uint64
 }
 
 // Cont is the engine's record of one continuation. Package continuation
@@ -121,7 +128,7 @@ type Cont struct {
 	runs, yields, pinned      atomic.Uint64
 	framesFrozen, bytesFrozen atomic.Uint64
 	framesThawed, bytesThawed atomic.Uint64
-	unwinds                   atomic.Uint64
+	unwinds, templated        atomic.Uint64
 }
 
 // NewCont returns a continuation record that runs body delimited by s.
@@ -164,6 +171,7 @@ func (c *Cont) Stats() Stats {
 		FramesThawed: c.framesThawed.Load(),
 		BytesThawed:  c.bytesThawed.Load(),
 		Unwinds:      c.unwinds.Load(),
+		Templated:    c.templated.Load(),
 	}
 }
 

@@ -178,10 +178,11 @@ type VThread struct {
 	action int32 // what the last yield asked of the carrier: actPark, actYield
 	pinCh  chan struct{}
 
-	err     error
-	done    chan struct{}
-	joinMu  sync.Mutex
-	joiners []*waiter // virtual threads waiting in Join or Wait
+	err      error
+	returned bool // fn returned (body)
+	done     chan struct{}
+	joinMu   sync.Mutex
+	joiners  []*waiter // virtual threads waiting in Join or Wait
 	// sleepSeq numbers Sleep calls, so that a stale virtual timer is
 	// ignored (deterministic mode).
 	sleepSeq uint64
@@ -232,25 +233,34 @@ func (s *Scheduler) start(name string, parent context.Context, fn func(ctx conte
 
 // body runs fn and records how it ended. A panic is recovered here, so it
 // never reaches a carrier.
+//
+// The deferred call is a plain function that finds its virtual thread
+// with Current, and the outcome a field: a deferred closure or method
+// value, or a local whose address is taken, would be a stack object in
+// body's frame, and a region holding stack objects cannot take weft's
+// capture fast path. body is in the region of every park.
 func (vt *VThread) body(fn func(ctx context.Context) error) {
-	normal := false
-	defer func() {
-		if normal {
-			return
-		}
-		if r := recover(); r != nil {
-			buf := make([]byte, 64<<10)
-			buf = buf[:runtime.Stack(buf, false)]
-			vt.err = &PanicError{Value: r, Stack: buf}
-			if h := vt.s.opts.OnPanic; h != nil {
-				h(vt, r)
-			}
-			return
-		}
-		vt.err = ErrGoexit // runtime.Goexit: it goes on unwinding the carrier
-	}()
+	defer bodyEnded()
 	vt.err = fn(vt.ctx)
-	normal = true
+	vt.returned = true
+}
+
+// bodyEnded is body's deferred call.
+func bodyEnded() {
+	vt := Current()
+	if vt.returned {
+		return
+	}
+	if r := recover(); r != nil {
+		buf := make([]byte, 64<<10)
+		buf = buf[:runtime.Stack(buf, false)]
+		vt.err = &PanicError{Value: r, Stack: buf}
+		if h := vt.s.opts.OnPanic; h != nil {
+			h(vt, r)
+		}
+		return
+	}
+	vt.err = ErrGoexit // runtime.Goexit: it goes on unwinding the carrier
 }
 
 // ID returns the virtual thread's identifier, unique within its scheduler.

@@ -1,0 +1,78 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/scheduler"
+)
+
+// A virtual thread that parks in a loop takes the engine's capture fast
+// path from its second park on each call chain: the scheduler's own frames (body, park,
+// Park, the wait helpers) hold no stack objects, which would send every
+// park of every virtual thread down the general capture. The body is
+// outside package scheduler, whose frames the thaw policy counts as the
+// engine's.
+func TestParkTakesCaptureFastPath(t *testing.T) {
+	if weft.ActiveBackend() != weft.StackCopying {
+		t.Skip("the capture fast path is the stack-copying backend's: " + weft.Backend())
+	}
+	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const rounds = 50
+	var stats weft.Stats
+	ch := scheduler.NewChan[int](0)
+	var mu scheduler.Mutex
+	vt, err := s.Go(func(ctx context.Context) error {
+		for i := range rounds {
+			switch i % 3 {
+			case 0:
+				scheduler.Park()
+			case 1:
+				scheduler.Yield()
+			default:
+				ch.Send(i)
+			}
+		}
+		mu.Lock()
+		mu.Unlock()
+		stats = scheduler.ContStats(scheduler.Current())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := s.Go(func(ctx context.Context) error {
+		for range rounds / 3 {
+			ch.Recv()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		vt.Unpark()
+		select {
+		case <-vt.Done():
+			done = true
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Join(); err != nil {
+		t.Fatal(err)
+	}
+	// Each of the three call chains makes its template on its first
+	// capture above the return barrier.
+	if stats.Yields < rounds/2 || stats.Templated+8 < stats.Yields {
+		t.Fatalf("%d of %d parks took the capture fast path, want all but a few", stats.Templated, stats.Yields)
+	}
+}
