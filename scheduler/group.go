@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"runtime"
 	"sync"
 )
 
@@ -30,24 +29,7 @@ func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
 // Go starts fn in a child virtual thread whose context is the group's. It
 // returns ErrClosed if the scheduler is shutting down.
 func (g *Group) Go(fn func(ctx context.Context) error) error {
-	vt, err := g.s.start("", g.ctx, func(ctx context.Context) error {
-		panicked := true
-		defer func() {
-			if panicked {
-				if r := recover(); r != nil {
-					buf := make([]byte, 64<<10)
-					g.fail(&PanicError{Value: r, Stack: buf[:runtime.Stack(buf, false)]})
-					panic(r) // and Join of this child reports it too
-				}
-			}
-		}()
-		err := fn(ctx)
-		panicked = false
-		if err != nil {
-			g.fail(err)
-		}
-		return err
-	})
+	vt, err := g.s.start("", g.ctx, g, fn)
 	if err != nil {
 		return err
 	}
@@ -55,6 +37,16 @@ func (g *Group) Go(fn func(ctx context.Context) error) error {
 	g.children = append(g.children, vt)
 	g.mu.Unlock()
 	return nil
+}
+
+// childEnded records how a child ended, before anyone can see it ended
+// (Scheduler.finish): a failure is the group's, and Wait, which joins the
+// children, returns it. A child's panic fails the group with the same
+// *PanicError that its Join returns.
+func (g *Group) childEnded(vt *VThread) {
+	if vt.err != nil && vt.err != ErrGoexit {
+		g.fail(vt.err)
+	}
 }
 
 func (g *Group) fail(err error) {

@@ -164,25 +164,30 @@ func New(opts Options) (*Scheduler, error) {
 // VThread is a virtual thread: a function running in a continuation that
 // parks by yielding and is resumed by whichever carrier picks it up.
 type VThread struct {
-	s      *Scheduler
-	id     uint64
-	name   string
-	cont   *weft.Cont
-	ctx    context.Context
-	cancel context.CancelFunc
+	s    *Scheduler
+	id   uint64
+	name string
+	cont *weft.Cont
+	ctx  vtContext
+	// group is the Group vt is a child of, or nil.
+	group *Group
 
 	carrier *carrier // the carrier running it, while it runs
 
 	state  atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
 	permit atomic.Bool
-	action int32 // what the last yield asked of the carrier: actPark, actYield
-	pinCh  chan struct{}
+	action int32         // what the last yield asked of the carrier: actPark, actYield
+	pinCh  chan struct{} // made by the first park that blocks pinned
 
 	err      error
 	returned bool // fn returned (body)
-	done     chan struct{}
 	joinMu   sync.Mutex
-	joiners  []*waiter // virtual threads waiting in Join or Wait
+	// done is made on demand (Done, or Join from a goroutine) and closed
+	// by finish, which sets ended; joiners are the virtual threads
+	// waiting in Join or Wait.
+	done    chan struct{}
+	ended   bool
+	joiners []*waiter
 	// sleepSeq numbers Sleep calls, so that a stale virtual timer is
 	// ignored (deterministic mode).
 	sleepSeq uint64
@@ -212,18 +217,18 @@ func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
 // GoNamed is Go with a name, which String and the vthread's pprof labels
 // show.
 func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
-	return s.start(name, s.ctx, fn)
+	return s.start(name, s.ctx, nil, fn)
 }
 
-func (s *Scheduler) start(name string, parent context.Context, fn func(ctx context.Context) error) (*VThread, error) {
+func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
 	if fn == nil {
 		panic("scheduler.Go: nil function")
 	}
 	if s.closing.Load() {
 		return nil, ErrClosed
 	}
-	vt := &VThread{s: s, id: s.ids.Add(1), name: name, done: make(chan struct{}), pinCh: make(chan struct{}, 1)}
-	vt.ctx, vt.cancel = context.WithCancel(parent)
+	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g}
+	vt.ctx = vtContext{parent, vt}
 	vt.cont = weft.NewCont(vthreadScope, func() { vt.body(fn) })
 	s.live.Add(1)
 	vt.state.Store(vtQueued)
@@ -241,7 +246,7 @@ func (s *Scheduler) start(name string, parent context.Context, fn func(ctx conte
 // capture fast path. body is in the region of every park.
 func (vt *VThread) body(fn func(ctx context.Context) error) {
 	defer bodyEnded()
-	vt.err = fn(vt.ctx)
+	vt.err = fn(&vt.ctx)
 	vt.returned = true
 }
 
@@ -269,8 +274,37 @@ func (vt *VThread) ID() uint64 { return vt.id }
 // Name returns the name given to GoNamed, or "".
 func (vt *VThread) Name() string { return vt.name }
 
-// Context returns the virtual thread's context.
-func (vt *VThread) Context() context.Context { return vt.ctx }
+// Context returns the virtual thread's context, the one its function
+// gets.
+func (vt *VThread) Context() context.Context { return &vt.ctx }
+
+// vtContext is a virtual thread's context: its parent's (the scheduler's,
+// or its group's) deadline, cancellation and values, and the virtual
+// thread itself under vthreadKey. It lives in the VThread, so starting a
+// virtual thread allocates no context and registers nothing with the
+// parent: the parent's cancellation is the virtual thread's.
+type vtContext struct {
+	context.Context
+	vt *VThread
+}
+
+type vthreadKey struct{}
+
+func (c *vtContext) Value(key any) any {
+	if key == (vthreadKey{}) {
+		return c.vt
+	}
+	return c.Context.Value(key)
+}
+
+func (c *vtContext) String() string { return c.vt.String() + " context" }
+
+// FromContext returns the virtual thread whose context ctx is or derives
+// from, or nil.
+func FromContext(ctx context.Context) *VThread {
+	vt, _ := ctx.Value(vthreadKey{}).(*VThread)
+	return vt
+}
 
 // Scheduler returns the scheduler the virtual thread runs on.
 func (vt *VThread) Scheduler() *Scheduler { return vt.s }
@@ -283,16 +317,28 @@ func (vt *VThread) String() string {
 }
 
 // Done returns a channel closed when the virtual thread has finished.
-func (vt *VThread) Done() <-chan struct{} { return vt.done }
+func (vt *VThread) Done() <-chan struct{} {
+	vt.joinMu.Lock()
+	defer vt.joinMu.Unlock()
+	if vt.done == nil {
+		vt.done = make(chan struct{})
+		if vt.ended {
+			close(vt.done)
+		}
+	}
+	return vt.done
+}
+
+// finished reports whether the virtual thread has finished; vt.err is
+// then final.
+func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 
 // Join waits for the virtual thread to finish and returns the error its
 // function returned, a *PanicError if it panicked, or ErrGoexit. Called
 // from a virtual thread it parks; from a goroutine it blocks.
 func (vt *VThread) Join() error {
-	select {
-	case <-vt.done:
+	if vt.finished() {
 		return vt.err
-	default:
 	}
 	if cur := Current(); cur != nil {
 		if cur == vt {
@@ -303,7 +349,7 @@ func (vt *VThread) Join() error {
 		}
 		return vt.err
 	}
-	<-vt.done
+	<-vt.Done()
 	return vt.err
 }
 
@@ -312,10 +358,8 @@ func (vt *VThread) Join() error {
 func (vt *VThread) addJoiner() *waiter {
 	vt.joinMu.Lock()
 	defer vt.joinMu.Unlock()
-	select {
-	case <-vt.done:
+	if vt.ended {
 		return nil
-	default:
 	}
 	w := newWaiter()
 	vt.joiners = append(vt.joiners, w)
@@ -324,10 +368,8 @@ func (vt *VThread) addJoiner() *waiter {
 
 // Wait is Join with a context: it returns ctx.Err() if ctx ends first.
 func (vt *VThread) Wait(ctx context.Context) error {
-	select {
-	case <-vt.done:
+	if vt.finished() {
 		return vt.err
-	default:
 	}
 	if Current() != nil {
 		if w := vt.addJoiner(); w != nil {
@@ -337,16 +379,14 @@ func (vt *VThread) Wait(ctx context.Context) error {
 		}
 	} else {
 		select {
-		case <-vt.done:
+		case <-vt.Done():
 		case <-ctx.Done():
 		}
 	}
-	select {
-	case <-vt.done:
+	if vt.finished() {
 		return vt.err
-	default:
-		return ctx.Err()
 	}
+	return ctx.Err()
 }
 
 // Current returns the virtual thread running on the calling goroutine, or
@@ -456,6 +496,10 @@ func (s *Scheduler) parkPinned(vt *VThread, perr *pinning.Error) {
 	if int(n) <= s.opts.MaxCompensation {
 		s.startTemp()
 	}
+	if vt.pinCh == nil {
+		// Published to unparkOn by the store of vtPinned.
+		vt.pinCh = make(chan struct{}, 1)
+	}
 	vt.state.Store(vtPinned)
 	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
 		return
@@ -512,10 +556,15 @@ func (s *Scheduler) Live() int { return int(s.live.Load()) }
 // itself, so that a joining parent runs next, keeping a spawning tree depth
 // first; c is nil where the carrier cannot take them (Goexit).
 func (s *Scheduler) finish(vt *VThread, c *carrier) {
+	if g := vt.group; g != nil {
+		g.childEnded(vt)
+	}
 	vt.state.Store(vtDone)
-	vt.cancel()
 	vt.joinMu.Lock()
-	close(vt.done)
+	vt.ended = true
+	if vt.done != nil {
+		close(vt.done)
+	}
 	joiners := vt.joiners
 	vt.joiners = nil
 	vt.joinMu.Unlock()
