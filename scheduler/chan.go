@@ -64,7 +64,8 @@ type Chan[T any] struct {
 // chanNode is a party queued on a channel: a blocked sender with the value
 // it sends, or a blocked receiver with room for the value it gets.
 type chanNode[T any] struct {
-	w     *waiter
+	w     *waiter // &own for a plain Send or Recv; the select's otherwise
+	own   waiter
 	val   T    // sender: the value sent; receiver: the value received
 	ok    bool // receiver: a value came (false: closed); sender: taken (false: closed)
 	send  bool
@@ -187,7 +188,9 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 		c.mu.Unlock()
 		return false
 	}
-	n := &chanNode[T]{w: newWaiter(), val: v, send: true, index: -1}
+	n := &chanNode[T]{val: v, send: true, index: -1}
+	n.w = &n.own
+	n.own.init()
 	c.sendq.push(n)
 	c.mu.Unlock()
 	if await(n.w, ctx, d) {
@@ -260,7 +263,9 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 		c.mu.Unlock()
 		return v, ok, ready
 	}
-	n := &chanNode[T]{w: newWaiter(), index: -1}
+	n := &chanNode[T]{index: -1}
+	n.w = &n.own
+	n.own.init()
 	c.recvq.push(n)
 	c.mu.Unlock()
 	if await(n.w, ctx, d) {

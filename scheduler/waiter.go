@@ -31,10 +31,20 @@ const (
 
 // newWaiter returns a waiter for the calling virtual thread or goroutine.
 func newWaiter() *waiter {
+	w := new(waiter)
+	w.init()
+	return w
+}
+
+// init makes w, a zero waiter, the calling virtual thread's or
+// goroutine's: for a waiter that lives inside what it waits on (a channel
+// operation's node), which saves an allocation.
+func (w *waiter) init() {
 	if vt := Current(); vt != nil {
-		return &waiter{vt: vt}
+		w.vt = vt
+	} else {
+		w.ch = make(chan struct{}, 1)
 	}
-	return &waiter{ch: make(chan struct{}, 1)}
 }
 
 // wake wakes w if it is still waiting, and reports whether it did.
