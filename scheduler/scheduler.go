@@ -183,11 +183,13 @@ type VThread struct {
 	returned bool // fn returned (body)
 	joinMu   sync.Mutex
 	// done is made on demand (Done, or Join from a goroutine) and closed
-	// by finish, which sets ended; joiners are the virtual threads
-	// waiting in Join or Wait.
-	done    chan struct{}
-	ended   bool
-	joiners []*waiter
+	// by finish, which sets ended. joiner is the first virtual thread
+	// to wait in Join, which needs nothing else; joinq, linked through
+	// next, are the other virtual threads waiting in Join or Wait.
+	done   chan struct{}
+	ended  bool
+	joiner *VThread
+	joinq  *waiter
 	// sleepSeq numbers Sleep calls, so that a stale virtual timer is
 	// ignored (deterministic mode).
 	sleepSeq uint64
@@ -344,7 +346,22 @@ func (vt *VThread) Join() error {
 		if cur == vt {
 			panic("scheduler: a virtual thread cannot Join itself")
 		}
-		if w := vt.addJoiner(); w != nil {
+		vt.joinMu.Lock()
+		switch {
+		case vt.ended:
+			vt.joinMu.Unlock()
+		case vt.joiner == nil:
+			vt.joiner = cur
+			vt.joinMu.Unlock()
+			// finish unparks cur once vt is done; a wake-up from
+			// elsewhere is spurious.
+			for !vt.finished() {
+				cur.park()
+			}
+		default:
+			w := newWaiter()
+			w.next, vt.joinq = vt.joinq, w
+			vt.joinMu.Unlock()
 			w.wait()
 		}
 		return vt.err
@@ -362,7 +379,7 @@ func (vt *VThread) addJoiner() *waiter {
 		return nil
 	}
 	w := newWaiter()
-	vt.joiners = append(vt.joiners, w)
+	w.next, vt.joinq = vt.joinq, w
 	return w
 }
 
@@ -565,17 +582,27 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	if vt.done != nil {
 		close(vt.done)
 	}
-	joiners := vt.joiners
-	vt.joiners = nil
+	joiner, joinq := vt.joiner, vt.joinq
+	vt.joiner, vt.joinq = nil, nil
 	vt.joinMu.Unlock()
-	for _, w := range joiners {
+	if joiner != nil {
+		if c != nil {
+			joiner.unparkOn(c)
+		} else {
+			joiner.Unpark()
+		}
+	}
+	for w := joinq; w != nil; {
+		next := w.next
+		w.next = nil
 		if c != nil && w.vt != nil {
 			if w.state.CompareAndSwap(waiting, woken) {
 				w.vt.unparkOn(c)
 			}
-			continue
+		} else {
+			w.wake()
 		}
-		w.wake()
+		w = next
 	}
 	if s.live.Add(-1) == 0 && s.closing.Load() {
 		s.doneOne.Do(func() { close(s.allDone) })
