@@ -3,6 +3,8 @@ package scheduler
 import (
 	"runtime"
 	"sync"
+
+	"github.com/weftrt/weft/internal/netpoll"
 )
 
 // A carrier is a goroutine that runs virtual threads, one at a time. It
@@ -72,6 +74,9 @@ func (c *carrier) loop() {
 				return
 			}
 			if s.det != nil && s.det.advance(s) {
+				continue
+			}
+			if s.det == nil && netpoll.Poll() {
 				continue
 			}
 			c.sleep()

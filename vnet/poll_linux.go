@@ -8,8 +8,10 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/weftrt/weft/internal/netpoll"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,6 +23,10 @@ import (
 type poller struct {
 	epfd int
 	evfd int // eventfd, registered under key wakeKey: written to stop the loop
+	// file holds epfd for the runtime's network poller, through which
+	// the loop waits; rc is its raw access.
+	file *os.File
+	rc   syscall.RawConn
 
 	mu   sync.RWMutex
 	fds  map[int32]*pollDesc // by key; the key rides in the epoll event
@@ -36,6 +42,8 @@ const wakeKey = 0
 var (
 	pollMu  sync.Mutex // guards current and every poller's n
 	current *poller
+	// active is current, for pollNow, which takes no lock.
+	active atomic.Pointer[poller]
 )
 
 // stats counts the times operations parked, when countParks is set (by
@@ -64,20 +72,84 @@ func startPoller() (*poller, error) {
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
 	p := &poller{epfd: epfd, evfd: evfd, fds: make(map[int32]*pollDesc)}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(evfd)
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	p.file = os.NewFile(uintptr(epfd), "vnet-epoll")
+	rc, err := p.file.SyscallConn()
+	if err != nil {
+		unix.Close(evfd)
+		p.file.Close()
+		return nil, err
+	}
+	p.rc = rc
 	go p.loop()
 	return p, nil
 }
 
+// pollNow takes the readiness events already pending, without blocking,
+// and wakes their waiters; it reports whether there were any. Carriers
+// call it when they run out of work (internal/netpoll), so that a virtual
+// thread whose socket became ready runs at once on an idle carrier rather
+// than when the loop's goroutine is next scheduled; the events go to
+// whichever of the two asks first.
+func pollNow() bool {
+	p := active.Load()
+	if p == nil {
+		return false
+	}
+	var events [32]unix.EpollEvent
+	n := 0
+	// Control holds the descriptor open across the call: the loop may
+	// close it at any time once the last socket is gone.
+	if p.rc.Control(func(fd uintptr) { n, _ = unix.EpollWait(int(fd), events[:], 0) }) != nil {
+		return false
+	}
+	woke := false
+	for i := range events[:max(n, 0)] {
+		ev := &events[i]
+		if ev.Fd == wakeKey {
+			// The loop's stop signal, level-triggered: the loop sees it
+			// too, until it reads the eventfd.
+			continue
+		}
+		p.mu.RLock()
+		pd := p.fds[ev.Fd]
+		p.mu.RUnlock()
+		if pd != nil {
+			pd.ready(ev.Events)
+			woke = true
+		}
+	}
+	return woke
+}
+
+func init() { netpoll.Install(pollNow) }
+
 // loop waits for readiness and wakes the operations waiting for it. It
 // owns epfd and evfd, and closes them when told to stop.
+//
+// It does not block in epoll_wait: a goroutine blocked in a system call
+// holds a thread, and its P until the runtime's monitor takes it away,
+// and wakes up without one. The epoll descriptor is itself pollable, so
+// the loop waits for it through the runtime's network poller, as any
+// socket of package net does, and calls epoll_wait only when it has
+// events, with a zero timeout.
 func (p *poller) loop() {
 	events := make([]unix.EpollEvent, 256)
 	for {
-		n, err := unix.EpollWait(p.epfd, events, -1)
+		var n int
+		var werr error
+		err := p.rc.Read(func(fd uintptr) bool {
+			n, werr = unix.EpollWait(int(fd), events, 0)
+			return n > 0 || (werr != nil && werr != unix.EINTR)
+		})
+		if err == nil {
+			err = werr
+		}
 		if err != nil {
-			if err == unix.EINTR {
-				continue
-			}
 			panic(fmt.Sprintf("vnet: epoll_wait: %v", err))
 		}
 		for i := range events[:n] {
@@ -87,7 +159,7 @@ func (p *poller) loop() {
 				unix.Read(p.evfd, buf[:])
 				if p.stopping.Load() {
 					unix.Close(p.evfd)
-					unix.Close(p.epfd)
+					p.file.Close()
 					return
 				}
 				continue
@@ -127,6 +199,7 @@ func register(fd int) (*pollDesc, error) {
 			return nil, err
 		}
 		current = p
+		active.Store(p)
 	}
 	pd := &pollDesc{fd: fd, p: p}
 	p.mu.Lock()
@@ -150,6 +223,7 @@ func register(fd int) (*pollDesc, error) {
 		p.mu.Unlock()
 		if p.n == 0 {
 			current = nil
+			active.Store(nil)
 			p.stop()
 		}
 		pollMu.Unlock()
@@ -173,6 +247,7 @@ func (pd *pollDesc) unregister() {
 	if p.n == 0 {
 		if current == p {
 			current = nil
+			active.Store(nil)
 		}
 		p.stop()
 	}

@@ -9,13 +9,21 @@
 // # The poller
 //
 // One epoll instance serves the process. It is started when the first
-// socket is opened and stopped when the last one is closed: a goroutine
-// waits in epoll_wait (it blocks in the system call, which is what it is
-// for; it is not a carrier), with an eventfd to tell it to stop. Each socket
-// is registered once, edge-triggered, for reading and writing. An operation
-// tries its system call first and, on EAGAIN, parks until the next readiness
-// edge for its direction, a deadline, or Close; then it tries again. While
-// no socket is open, vnet holds no file descriptor and no goroutine.
+// socket is opened and stopped when the last one is closed, with an
+// eventfd to tell it to stop. Each socket is registered once,
+// edge-triggered, for reading and writing. An operation tries its system
+// call first and, on EAGAIN, parks until the next readiness edge for its
+// direction, a deadline, or Close; then it tries again. While no socket is
+// open, vnet holds no file descriptor and no goroutine.
+//
+// Two parties take readiness events from the epoll instance, whichever
+// asks first. A scheduler's carrier that runs out of work asks, without
+// blocking, before it sleeps, and the virtual threads it wakes run at
+// once. And a goroutine of vnet's waits for the epoll descriptor itself to
+// become readable through the Go runtime's network poller, as a socket of
+// package net would, and then takes the events with a zero timeout: it
+// never blocks in epoll_wait, which would hold a thread and make the
+// runtime hand processors back and forth at every event.
 //
 // # Deadlines, Close and shutdown
 //

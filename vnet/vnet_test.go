@@ -1007,3 +1007,64 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 	})
 }
+
+// TestPollerRestarts: the poller stops with the last socket and a new one
+// starts with the next, over and over, while the carriers of a scheduler
+// poll for readiness each time they run out of work (pollNow), and virtual
+// threads wait on sockets of each generation: no readiness event is lost
+// to a poller that has gone, and no descriptor leaks.
+func TestPollerRestarts(t *testing.T) {
+	leakCheck(t)
+	s := newSched(t, scheduler.Options{})
+	for round := range 200 {
+		ln, err := vnet.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		vt, err := s.Go(func(ctx context.Context) error {
+			c, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			buf := make([]byte, 1)
+			for range 3 {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return err
+				}
+				if _, err := c.Write(buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if round%2 == 0 {
+				time.Sleep(50 * time.Microsecond) // let the vthread park first
+			}
+			if _, err := c.Write([]byte{byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 1)
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, b); err != nil || b[0] != byte(i) {
+				t.Fatalf("round %d: echo %v, %v", round, b, err)
+			}
+		}
+		if err := vt.Join(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		c.Close()
+		ln.Close()
+		if vnet.PollerActive() {
+			t.Fatalf("round %d: the poller still runs with every socket closed", round)
+		}
+	}
+}
