@@ -55,13 +55,14 @@ type stackChunk struct {
 	// lastTemplated, whether it took the fast path.
 	lastFrames, lastWords uint32
 	lastTemplated         bool
-	// cleared are the words (region word indexes of the last capture) of
-	// stack objects no live pointer reaches that held an address in the
-	// stack outside the record: garbage, which the image holds as zero
-	// rather than as an address that would dangle once the frames are
-	// thawed elsewhere. Nil unless there were any.
-	cleared []uint32
 }
+
+// clearedHook, if set (by tests), is told after each capture the words
+// (region word indexes) of stack objects no live pointer reaches that held
+// an address in the stack outside the record: garbage, which the image
+// holds as zero rather than as an address that would dangle once the
+// frames are thawed elsewhere. The chunk does not keep them.
+var clearedHook func(c *stackChunk, words []uint32)
 
 // The thaw policy: the innermost record holds weft's own frames above the
 // code that yielded (Yield, a generator's yield function, a scheduler's
@@ -744,8 +745,8 @@ func (c *stackChunk) push(s *captureScratch) {
 	}
 	c.ptrHigh = ptop
 	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(len(s.words))-s.outerArgs/uint32(wordSize)
-	if len(s.cleared) > 0 || c.cleared != nil {
-		c.cleared = append(c.cleared[:0], s.cleared...)
+	if clearedHook != nil {
+		clearedHook(c, s.cleared)
 	}
 }
 
@@ -804,8 +805,8 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	}
 	c.ptrHigh = ptop + np
 	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(nw)-s.outerArgs/uint32(wordSize)
-	if len(s.cleared) > 0 || c.cleared != nil {
-		c.cleared = append(c.cleared[:0], s.cleared...)
+	if clearedHook != nil {
+		clearedHook(c, s.cleared)
 	}
 }
 

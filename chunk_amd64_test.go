@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -96,7 +97,7 @@ func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []
 		}
 		seen[r.at] = "ref"
 	}
-	for _, w := range c.cleared {
+	for _, w := range clearedOf(c) {
 		seen[w] = "cleared dead-object word"
 	}
 	for w, v := range fc.words {
@@ -339,4 +340,22 @@ func collectWhile() (stop func()) {
 		}
 	}()
 	return func() { close(quit); <-done }
+}
+
+// clearedWords records what clearedHook is told, for clearedOf.
+var clearedWords sync.Map // *stackChunk -> []uint32
+
+func init() {
+	clearedHook = func(c *stackChunk, words []uint32) {
+		clearedWords.Store(c, slices.Clone(words))
+	}
+}
+
+// clearedOf returns the words of c's last capture that were zeroed as
+// stale addresses into the stack in unreachable stack objects.
+func clearedOf(c *stackChunk) []uint32 {
+	if v, ok := clearedWords.Load(c); ok {
+		return v.([]uint32)
+	}
+	return nil
 }

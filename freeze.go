@@ -128,8 +128,8 @@ func portableLocked(cur, t *Cont) *pinning.Error {
 		return t.pinnedYield(pinning.NativeFrame, pc)
 	}
 	for x := cur; x != t; x = x.parent() {
-		if x.callerCgoPC != 0 {
-			return t.pinnedYield(pinning.NativeFrame, x.callerCgoPC)
+		if x.pt != nil && x.pt.callerCgoPC != 0 {
+			return t.pinnedYield(pinning.NativeFrame, x.pt.callerCgoPC)
 		}
 	}
 	return nil

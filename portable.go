@@ -24,6 +24,9 @@ type portableState struct {
 	yield func(struct{}) bool
 	req   request
 	trace []runtime.Frame
+	// callerCgoPC is the PC of a cgo callback frame on the stack of the
+	// goroutine that called Run, or 0.
+	callerCgoPC uintptr
 }
 
 type request uint8

@@ -66,7 +66,10 @@ func (c *Cont) mounted(owner any) {
 	c.callerG = arch.G()
 	c.parentC, c.parentResolved = nil, false
 	if !useStackCopy {
-		c.callerCgoPC = cgoCallbackPC()
+		if c.pt == nil {
+			c.start()
+		}
+		c.pt.callerCgoPC = cgoCallbackPC()
 	}
 	c.countRun()
 	normal := false

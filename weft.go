@@ -93,6 +93,8 @@ type Cont struct {
 	scope *scope.Scope
 	body  func()
 	state atomic.Int32
+	// parentResolved: parentC is known (parent).
+	parentResolved bool
 
 	// owner is the API-level handle of the continuation while it is
 	// mounted, and nil otherwise, so that a suspended continuation's body
@@ -104,10 +106,7 @@ type Cont struct {
 	callerG uintptr
 	// onPinned runs for every pinned yield that names c (SetPinnedHandler).
 	onPinned func(c *Cont, perr *pinning.Error)
-	// callerCgoPC is the PC of a cgo callback frame on the stack of the
-	// goroutine that called Run, or 0 (portable backend).
-	callerCgoPC uintptr
-	parentC     *Cont
+	parentC  *Cont
 
 	// target is the continuation whose scope the last yield named: this
 	// one, or an enclosing one.
@@ -115,8 +114,6 @@ type Cont struct {
 	// child is the nested continuation suspended together with this one,
 	// while this one is suspended by a yield to an enclosing scope.
 	child *Cont
-
-	parentResolved bool
 
 	// pt is the portable backend's state, from the first Run.
 	pt *portableState
