@@ -190,17 +190,31 @@ func (c *carrier) next() *VThread {
 }
 
 // sleep waits until some carrier is told there is work.
+//
+// wakeOne skips the scheduler's lock while no carrier is idle (nidle is
+// 0), so a carrier announces itself idle first and only then looks at the
+// queues once more: a push that the look misses comes after it under the
+// queue's lock, so its wakeOne sees nidle raised and wakes a carrier.
 func (c *carrier) sleep() {
 	s := c.s
 	s.mu.Lock()
-	// Re-check under the lock: a submission made after next() came up
-	// empty is either visible now or will find this carrier idle.
-	if len(s.global) > 0 || (s.closing.Load() && s.live.Load() == 0) || c.hasWork() {
-		s.mu.Unlock()
-		return
-	}
 	s.idle = append(s.idle, c)
+	s.nidle.Add(1)
+	global := len(s.global) > 0
 	s.mu.Unlock()
+	if global || (s.closing.Load() && s.live.Load() == 0) || c.hasWork() {
+		s.mu.Lock()
+		for i, o := range s.idle {
+			if o == c { // still idle: nobody is waking it
+				s.idle = append(s.idle[:i], s.idle[i+1:]...)
+				s.nidle.Add(-1)
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
+		// A wakeOne took it off the list and sends to c.wake: take that.
+	}
 	<-c.wake
 }
 
@@ -275,11 +289,15 @@ func (s *Scheduler) popGlobal() *VThread {
 }
 
 func (s *Scheduler) wakeOne() {
+	if s.nidle.Load() == 0 {
+		return
+	}
 	s.mu.Lock()
 	var c *carrier
 	if n := len(s.idle); n > 0 {
 		c = s.idle[n-1]
 		s.idle = s.idle[:n-1]
+		s.nidle.Add(-1)
 	}
 	s.mu.Unlock()
 	if c != nil {
@@ -291,6 +309,7 @@ func (s *Scheduler) wakeAll() {
 	s.mu.Lock()
 	idle := s.idle
 	s.idle = nil
+	s.nidle.Store(0)
 	s.mu.Unlock()
 	for _, c := range idle {
 		c.wake <- struct{}{}

@@ -86,10 +86,11 @@ type Scheduler struct {
 	lock     bool
 	carriers []*carrier
 
-	mu      sync.Mutex // guards global, temp, closing transitions
-	global  []*VThread // submitted from outside carriers, FIFO
-	idle    []*carrier // carriers waiting for work
-	temp    int        // running compensation carriers
+	mu      sync.Mutex   // guards global, temp, closing transitions
+	global  []*VThread   // submitted from outside carriers, FIFO
+	idle    []*carrier   // carriers waiting for work
+	nidle   atomic.Int32 // len(idle), read without the lock by wakeOne
+	temp    int          // running compensation carriers
 	blocked atomic.Int32
 
 	live    atomic.Int64 // virtual threads started and not finished
