@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/weftrt/weft/internal/rt"
 )
@@ -416,5 +417,14 @@ func TestCaptureTemplateAlternating(t *testing.T) {
 	}
 	if fast < rounds-4 {
 		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-4)
+	}
+}
+
+// Every continuation, and so every virtual thread, carries a Cont: it
+// keeps to the 416-byte size class on the stack-copying backend. A field
+// added must pay for itself.
+func TestContSize(t *testing.T) {
+	if n := unsafe.Sizeof(Cont{}); n > 416 {
+		t.Fatalf("Cont is %d bytes, over its 416-byte budget", n)
 	}
 }

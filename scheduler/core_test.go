@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/weftrt/weft"
 )
@@ -306,5 +307,17 @@ func TestManyJoiners(t *testing.T) {
 				t.Fatalf("Join after the end: %v", err)
 			}
 		}
+	}
+}
+
+// Every virtual thread carries a VThread: it keeps to a 160-byte size
+// class on 64-bit platforms (docs/benchmarks.md, bytes per parked
+// virtual thread). A field added must pay for itself.
+func TestVThreadSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes are budgeted for 64-bit platforms")
+	}
+	if n := unsafe.Sizeof(VThread{}); n > 160 {
+		t.Fatalf("VThread is %d bytes, over its 160-byte budget", n)
 	}
 }

@@ -175,20 +175,20 @@ type VThread struct {
 
 	carrier *carrier // the carrier running it, while it runs
 
-	state  atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
-	permit atomic.Bool
-	action int32         // what the last yield asked of the carrier: actPark, actYield
-	pinCh  chan struct{} // made by the first park that blocks pinned
+	state    atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
+	permit   atomic.Bool
+	action   int32         // what the last yield asked of the carrier: actPark, actYield
+	returned bool          // fn returned (body)
+	ended    bool          // finish has run; under joinMu
+	pinCh    chan struct{} // made by the first park that blocks pinned
 
-	err      error
-	returned bool // fn returned (body)
-	joinMu   sync.Mutex
+	err    error
+	joinMu sync.Mutex
 	// done is made on demand (Done, or Join from a goroutine) and closed
 	// by finish, which sets ended. joiner is the first virtual thread
 	// to wait in Join, which needs nothing else; joinq, linked through
 	// next, are the other virtual threads waiting in Join or Wait.
 	done   chan struct{}
-	ended  bool
 	joiner *VThread
 	joinq  *waiter
 	// sleepSeq numbers Sleep calls, so that a stale virtual timer is
