@@ -232,26 +232,28 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 	}
 	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g}
 	vt.ctx = vtContext{parent, vt}
-	vt.cont = weft.NewCont(vthreadScope, func() { vt.body(fn) })
+	vt.cont = weft.NewCont(vthreadScope, func() {
+		defer bodyEnded()
+		vt.err = fn(&vt.ctx)
+		vt.returned = true
+	})
 	s.live.Add(1)
 	vt.state.Store(vtQueued)
 	s.ready(vt, true)
 	return vt, nil
 }
 
-// body runs fn and records how it ended. A panic is recovered here, so it
-// never reaches a carrier.
+// The body of a virtual thread's continuation is a closure over vt and
+// fn that runs fn and records how it ended. A panic is recovered in its
+// deferred call, bodyEnded, so it never reaches a carrier.
 //
 // The deferred call is a plain function that finds its virtual thread
 // with Current, and the outcome a field: a deferred closure or method
 // value, or a local whose address is taken, would be a stack object in
-// body's frame, and a region holding stack objects cannot take weft's
-// capture fast path. body is in the region of every park.
-func (vt *VThread) body(fn func(ctx context.Context) error) {
-	defer bodyEnded()
-	vt.err = fn(&vt.ctx)
-	vt.returned = true
-}
+// the body's frame, and a region holding stack objects cannot take weft's
+// capture fast path. The body is in the region of every park, and one
+// frame rather than a closure calling a method: each frame is frozen with
+// every parked virtual thread.
 
 // bodyEnded is body's deferred call.
 func bodyEnded() {
@@ -432,7 +434,16 @@ func Park() {
 	if vt == nil {
 		panic("scheduler.Park: not called from a virtual thread")
 	}
-	vt.park()
+	// vt.park, by hand: one frame less to freeze with every virtual
+	// thread parked here.
+	if vt.permit.CompareAndSwap(true, false) {
+		return
+	}
+	vt.action = actPark
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		vt.s.parkPinned(vt, perr)
+	}
+	vt.permit.CompareAndSwap(true, false)
 }
 
 func (vt *VThread) park() {
