@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+
+	"github.com/weftrt/weft/internal/rt"
 )
 
 // BackendName identifies a backend.
@@ -36,6 +38,9 @@ var useStackCopy = backendName == StackCopying
 // selectBackend decides the backend for this process from the value of
 // WEFT_BACKEND, and says why.
 func selectBackend(env string) (BackendName, string) {
+	// Before any continuation runs: mounts and yields compare thread
+	// lock counts (pinning.LockedThread).
+	rt.InitLockCount()
 	switch env {
 	case "":
 		if err := stackCopyReady(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/weftrt/weft/arch"
 
 	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
 )
 
@@ -67,6 +68,10 @@ func (c *Cont) scMount(owner any) {
 			c.parentC = prev.Owner.(*Cont)
 		}
 		c.parentResolved = true
+		// Every pass mounts c anew, perhaps on another thread (after a
+		// yield to an enclosing scope, the enclosing continuation may
+		// have been resumed anywhere).
+		c.local.Locks = rt.LockCountOf(arch.GPointer())
 		s.yielded = false
 		if !s.started {
 			s.started = true

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
@@ -58,6 +59,9 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		}
 	}
 	if useStackCopy {
+		if rt.LockCountOf(arch.GPointer()) != t.local.Locks {
+			return t, t.pinnedYield(pinning.LockedThread, 0)
+		}
 		// This frame captures itself (scSuspend does the same for the
 		// continuations outside): one frame fewer to freeze, thaw and
 		// return through on every yield.
@@ -70,6 +74,12 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 			runtime.Goexit()
 		}
 		return t, nil
+	}
+	if rt.LockCountOf(arch.GPointer()) != cur.local.Locks {
+		// The body goroutine locked its thread (or unlocked it) since it
+		// started: the runtime throws if a coroutine switches with
+		// thread locking other than it began with.
+		return t, t.pinnedYield(pinning.LockedThread, 0)
 	}
 	if pe := portableLocked(cur, t); pe != nil {
 		return t, pe

@@ -5,7 +5,9 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/internal/rt"
 )
 
 // The portable backend runs each continuation's body on a goroutine of its
@@ -44,6 +46,10 @@ func (c *Cont) start() {
 	c.pt = new(portableState)
 	c.pt.next, _ = iter.Pull(func(yield func(struct{}) bool) {
 		c.pt.yield = yield
+		// The thread locking the runtime requires at every switch
+		// (runtime/coro.go): the body goroutine's own, inherited from
+		// the goroutine that first ran it.
+		c.local.Locks = rt.LockCountOf(arch.GPointer())
 		g := gls.Bind(&c.local)
 		defer gls.Unbind(g)
 		c.body()

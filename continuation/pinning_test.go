@@ -27,7 +27,7 @@ import (
 
 // pinStackCopy reports whether continuations run on the stack-copying
 // backend, which reports every pinning reason; the portable backend
-// reports only CriticalSection and NativeFrame.
+// reports only CriticalSection, NativeFrame and LockedThread.
 func pinStackCopy() bool { return strings.HasPrefix(continuation.Backend(), "stackcopy") }
 
 // pinScenario is one way to provoke a pinned yield.
@@ -36,7 +36,7 @@ type pinScenario struct {
 	// the scenario does not pin there.
 	reason pinning.Reason
 	// portablePins says that the portable backend pins too, with the same
-	// reason: true only for CriticalSection and NativeFrame.
+	// reason: true only for CriticalSection, NativeFrame and LockedThread.
 	portablePins bool
 	// provoke runs in the body and calls yield exactly once, from the
 	// place under test. It returns a value computed from state that lives
@@ -498,4 +498,64 @@ func TestPinNested(t *testing.T) {
 	t.Run("None", func(t *testing.T) {
 		pinNested(t, 0, false, func(run func()) { run() })
 	})
+}
+
+// TestPinLockedThread: a body that locks its goroutine to its thread and
+// yields before unlocking pins on both backends: on the stack-copying one
+// its frames would be resumed on another goroutine's thread, and on the
+// portable one the runtime would throw at the coroutine switch.
+func TestPinLockedThread(t *testing.T) {
+	pinCheck(t, pinScenario{
+		reason:       pinning.LockedThread,
+		portablePins: true,
+		provoke: func(yield func()) int {
+			n := 1
+			runtime.LockOSThread()
+			n += 10
+			yield()
+			n += 100
+			runtime.UnlockOSThread()
+			return n
+		},
+		want: 111,
+	})
+}
+
+// A continuation run from a goroutine locked to its thread yields and is
+// resumed from unlocked goroutines and back: the locking is the runner's,
+// not the body's, so nothing pins (stack-copying backend; the portable
+// one must be resumed under the locking it was first run under,
+// docs/limitations.md). A body that locks and unlocks between two yields
+// does not pin either.
+func TestLockedRunnerDoesNotPin(t *testing.T) {
+	s := scope.New(t.Name())
+	var reasons []pinning.Reason
+	sum := 0
+	c := continuation.New(s, func() {
+		for i := range 6 {
+			runtime.LockOSThread()
+			sum += i
+			runtime.UnlockOSThread()
+			if !continuation.Yield(s) {
+				t.Error("a yield pinned")
+			}
+		}
+	}, continuation.WithOnPinned(func(_ *continuation.Continuation, r pinning.Reason) {
+		reasons = append(reasons, r)
+	}))
+	for i := 0; !c.IsDone(); i++ {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if i%2 == 0 && pinStackCopy() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+			}
+			c.Run()
+		}()
+		<-done
+	}
+	if len(reasons) != 0 || sum != 15 {
+		t.Fatalf("pinned for %v, sum %d", reasons, sum)
+	}
 }

@@ -54,6 +54,11 @@ const (
 	StackPointer
 	// UnknownFrame: the unwinder cannot describe a frame in the region.
 	UnknownFrame
+	// LockedThread: the continuation locked its goroutine to its OS
+	// thread with runtime.LockOSThread since it was last run (or undid a
+	// lock taken before), and has not undone it: resumed on another
+	// goroutine, it would run on another thread.
+	LockedThread
 )
 
 var reasonNames = [...]string{
@@ -66,6 +71,7 @@ var reasonNames = [...]string{
 	PanicRecord:     "panic in progress",
 	StackPointer:    "pointer to stack memory outside the continuation",
 	UnknownFrame:    "frame the unwinder cannot describe",
+	LockedThread:    "thread locked (runtime.LockOSThread)",
 }
 
 // String returns a short description of the reason.

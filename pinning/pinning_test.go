@@ -22,8 +22,8 @@ func TestReasonStrings(t *testing.T) {
 		}
 		seen[s] = r
 	}
-	if len(seen) != 9 {
-		t.Errorf("got %d reasons, want 9", len(seen))
+	if len(seen) != 10 {
+		t.Errorf("got %d reasons, want 10", len(seen))
 	}
 	if got := pinning.Reason(0).String(); got != "pinning.Reason(0)" {
 		t.Errorf("Reason(0).String() = %q", got)

@@ -3,12 +3,14 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/pinning"
 )
 
 func newTest(t *testing.T, opts Options) *Scheduler {
@@ -319,5 +321,48 @@ func TestVThreadSize(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(VThread{}); n > 160 {
 		t.Fatalf("VThread is %d bytes, over its 160-byte budget", n)
+	}
+}
+
+// A virtual thread that locks its thread and parks blocks its carrier
+// instead of moving to another (pinned, counted under LockedThread); once
+// unlocked, it parks as usual.
+func TestParkLockedThread(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	vt, err := s.Go(func(ctx context.Context) error {
+		runtime.LockOSThread()
+		Park() // pinned: blocks the carrier until Unpark
+		runtime.UnlockOSThread()
+		Park() // suspends
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for vt.state.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("state %d, want %d", vt.state.Load(), want)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	waitState(vtPinned)
+	vt.Unpark()
+	waitState(vtParked)
+	vt.Unpark()
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, p := range s.Pins() {
+		if p.Reason == pinning.LockedThread {
+			n += p.Count
+		}
+	}
+	if n != 1 {
+		t.Fatalf("Pins() = %v, want one LockedThread", s.Pins())
 	}
 }

@@ -29,7 +29,10 @@ type Local struct {
 
 	// pins counts the pinning.Do critical sections open in this
 	// continuation's own frames; pinPC is the call site of the outermost.
-	pins  atomic.Int32
+	pins atomic.Int32
+	// Locks is the calling thread's count of runtime.LockOSThread calls
+	// when the continuation was last mounted (stack-copying backend).
+	Locks uint32
 	pinPC uintptr
 }
 

@@ -18,3 +18,12 @@ func (g *G) DeferOffsets(yield func(off uintptr) bool) {}
 
 // Locked cannot tell: the layout of g is not mirrored here.
 func Locked() (locked, ok bool) { return false, false }
+
+// LockCount cannot tell: the layout of g is not mirrored here.
+func LockCount() (n uint32, ok bool) { return 0, false }
+
+// InitLockCount does nothing: the layout of g is not mirrored here.
+func InitLockCount() {}
+
+// LockCountOf reads 0: the layout of g is not mirrored here.
+func LockCountOf(g unsafe.Pointer) uint32 { return 0 }

@@ -25,10 +25,11 @@ func Locked() (locked, ok bool) {
 // gMOffset is the offset of runtime.g.m, right after the prefix G mirrors.
 const gMOffset = unsafe.Sizeof(G{})
 
-// gScanBytes bounds the search to runtime.g itself, 456 bytes in Go 1.25
-// and 1.26 (lockedm is at byte 208): reading past the object would read
-// another allocation's memory, which checkptr rightly rejects.
-const gScanBytes = 456 - gMOffset
+// gScanBytes bounds the search to runtime.g itself, 440 bytes in Go 1.25
+// and 456 in 1.26 (lockedm is at byte 208 in both): reading past the
+// object would read another allocation's memory, which checkptr rightly
+// rejects.
+const gScanBytes = 440 - gMOffset
 
 // lockedmOffset finds runtime.g.lockedm the way a debugger would: on a
 // fresh goroutine, the one word of its g that holds the goroutine's m while
@@ -62,6 +63,99 @@ var lockedmOffset = sync.OnceValue(func() uintptr {
 						break
 					}
 					hit = gMOffset + uintptr(i)*8
+				}
+			}
+			if hit == 0 || hit == ^uintptr(0) || (candidate != 0 && hit != candidate) {
+				found <- 0
+				return
+			}
+			candidate = hit
+		}
+		found <- candidate
+	}()
+	return <-found
+})
+
+// LockCount returns how many runtime.LockOSThread calls the thread the
+// calling goroutine runs on has outstanding (runtime.m.lockedExt): a
+// continuation body that changes it between its Run and a yield has locked
+// (or unlocked) the thread, and cannot be resumed on another goroutine. ok
+// is false if the field was not found in this runtime's m.
+func LockCount() (n uint32, ok bool) {
+	InitLockCount()
+	if lockedExtOff == 0 {
+		return 0, false
+	}
+	return LockCountOf(arch.GPointer()), true
+}
+
+// lockedExtOff is the offset of runtime.m.lockedExt, or 0 until
+// InitLockCount has found it (and if it could not).
+var lockedExtOff uintptr
+
+// InitLockCount finds runtime.m.lockedExt, once; LockCountOf reads 0
+// until it has.
+func InitLockCount() {
+	lockedExtOff = lockedExtOffset()
+}
+
+// LockCountOf is LockCount for g, the calling goroutine's runtime.g,
+// after InitLockCount: small enough to inline into the yield and mount
+// paths. It reads 0 if the field was not found.
+func LockCountOf(g unsafe.Pointer) uint32 {
+	off := lockedExtOff
+	if off == 0 {
+		return 0
+	}
+	for {
+		// An unlocked goroutine may move to another thread between the
+		// loads of g.m and of the count; then g.m changes.
+		m := *(*unsafe.Pointer)(unsafe.Add(g, gMOffset))
+		n := *(*uint32)(unsafe.Add(m, off))
+		if *(*unsafe.Pointer)(unsafe.Add(g, gMOffset)) == m {
+			return n
+		}
+	}
+}
+
+// mScanBytes bounds the search in runtime.m, 1,816 bytes in Go 1.25 and
+// 1,824 in 1.26, with lockedExt at byte 624 and 648.
+const mScanBytes = 1024
+
+// lockedExtOffset finds runtime.m.lockedExt on a fresh goroutine: the one
+// uint32 of its m that counts LockOSThread calls, 0, 1, 2, then 0 again
+// as they are undone, twice over. It is 0 if there is no such word, or
+// more than one.
+var lockedExtOffset = sync.OnceValue(func() uintptr {
+	found := make(chan uintptr)
+	go func() {
+		runtime.LockOSThread() // the m must not change between snapshots
+		defer runtime.UnlockOSThread()
+		m := *(*unsafe.Pointer)(unsafe.Add(arch.GPointer(), gMOffset))
+		var snaps [4][mScanBytes / 4]uint32
+		take := func(k int) {
+			for i := range snaps[k] {
+				snaps[k][i] = *(*uint32)(unsafe.Add(m, uintptr(i)*4))
+			}
+		}
+		candidate := uintptr(0)
+		for round := 0; round < 2; round++ {
+			take(0) // one lock held: the probe's own
+			runtime.LockOSThread()
+			take(1)
+			runtime.LockOSThread()
+			take(2)
+			runtime.UnlockOSThread()
+			runtime.UnlockOSThread()
+			take(3)
+			hit := uintptr(0)
+			for i := range snaps[0] {
+				if snaps[0][i] == 1 && snaps[1][i] == 2 && snaps[2][i] == 3 && snaps[3][i] == 1 {
+					if hit != 0 {
+						hit = ^uintptr(0) // ambiguous
+						break
+					}
+					hit = uintptr(i) * 4
 				}
 			}
 			if hit == 0 || hit == ^uintptr(0) || (candidate != 0 && hit != candidate) {

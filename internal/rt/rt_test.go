@@ -1,6 +1,7 @@
 package rt
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
 	"testing"
@@ -137,6 +138,42 @@ func TestLocked(t *testing.T) {
 		}
 		if locked, _ = Locked(); locked {
 			done <- "a goroutine reads as locked after runtime.UnlockOSThread"
+			return
+		}
+		done <- ""
+	}()
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+}
+
+func TestLockCount(t *testing.T) {
+	if !Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	done := make(chan string)
+	go func() {
+		for want := uint32(0); want < 3; want++ {
+			n, ok := LockCount()
+			if !ok {
+				done <- "runtime.m.lockedExt was not found"
+				return
+			}
+			if n != want {
+				done <- fmt.Sprintf("LockCount = %d after %d LockOSThread calls", n, want)
+				return
+			}
+			runtime.LockOSThread()
+		}
+		for want := uint32(3); want > 0; want-- {
+			if n, _ := LockCount(); n != want {
+				done <- fmt.Sprintf("LockCount = %d with %d LockOSThread calls outstanding", n, want)
+				return
+			}
+			runtime.UnlockOSThread()
+		}
+		if n, _ := LockCount(); n != 0 {
+			done <- fmt.Sprintf("LockCount = %d after every UnlockOSThread", n)
 			return
 		}
 		done <- ""
