@@ -1,10 +1,14 @@
-// Command plot draws the round-trip chart of docs/benchmarks.md: ns/op of
+// Command plot draws the charts of docs/benchmarks.md from raw `go test
+// -bench` output. By default, the round-trip chart: ns/op of
 // BenchmarkRoundTrip against stack depth, one line per implementation,
-// from raw `go test -bench` output. Each point is the median of the runs
-// (-count) of that implementation and depth. Both axes are logarithmic.
+// each point the median of the runs (-count) of that implementation and
+// depth, both axes logarithmic. With -sched, the scheduler chart: for each
+// scheduler benchmark, the median for goroutines divided by the median for
+// virtual threads, as bars on a logarithmic axis.
 //
 //	go test -run='^$' -bench=RoundTrip -count=6 ./bench > bench.txt
 //	go run ./bench/plot -in bench.txt -o docs/img/roundtrip.svg
+//	go run ./bench/plot -sched -in bench/testdata/scheduler-linux-amd64.txt -o docs/img/scheduler.svg
 //
 // It uses only the standard library and writes a self-contained SVG.
 package main
@@ -28,6 +32,7 @@ func main() {
 	out := flag.String("o", "-", "SVG file to write (- for standard output)")
 	bench := flag.String("bench", "BenchmarkRoundTrip", "benchmark whose impl=/depth= sub-benchmarks to plot")
 	impls := flag.String("impl", "", "comma-separated implementations to draw, in this order (all, in order of appearance, if empty)")
+	sched := flag.Bool("sched", false, "draw the scheduler chart (virtual threads against goroutines) instead of the round trip")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("plot: ")
@@ -41,6 +46,18 @@ func main() {
 		defer f.Close()
 		r = f
 	}
+	if *sched {
+		s, err := parseAll(r)
+		if err != nil {
+			log.Fatal(err)
+		}
+		bars := schedBars(s)
+		if len(bars) == 0 {
+			log.Fatal("no scheduler benchmarks with both impl=vthread and impl=goroutine results in the input")
+		}
+		write(*out, renderSched(s, bars))
+		return
+	}
 	d, err := parse(r, *bench)
 	if err != nil {
 		log.Fatal(err)
@@ -53,11 +70,16 @@ func main() {
 	if len(d.impls) == 0 {
 		log.Fatalf("no %s/impl=.../depth=... results with ns/op in the input", *bench)
 	}
-	svg := render(d)
-	if *out == "-" {
+	write(*out, render(d))
+}
+
+// write writes svg to the file out, or to standard output for "-".
+func write(out, svg string) {
+	var err error
+	if out == "-" {
 		_, err = os.Stdout.WriteString(svg)
 	} else {
-		err = os.WriteFile(*out, []byte(svg), 0o644)
+		err = os.WriteFile(out, []byte(svg), 0o644)
 	}
 	if err != nil {
 		log.Fatal(err)

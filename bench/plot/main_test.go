@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -148,5 +149,58 @@ func TestKeep(t *testing.T) {
 	}
 	if err := d.keep([]string{"goroutine"}); err == nil {
 		t.Fatal("keeping an implementation without results succeeded")
+	}
+}
+
+const schedSample = `weft-backend: stackcopy (the default on linux/amd64)
+cpu: AMD EPYC
+BenchmarkSkynet/impl=vthread-2     	2	 500000000 ns/op	 450.0 ns/spawn
+BenchmarkSkynet/impl=vthread-2     	2	 700000000 ns/op	 630.0 ns/spawn
+BenchmarkSkynet/impl=goroutine-2   	2	 900000000 ns/op	 810.0 ns/spawn
+BenchmarkParkedMemory/impl=vthread-2   	3	 1000 B/parked	 1200 ns/park
+BenchmarkParkedMemory/impl=goroutine-2 	3	 2000 B/parked	 900 ns/park
+BenchmarkChanPingPong/impl=vthread-2   	1000	 800.0 ns/op
+BenchmarkChanPingPong/impl=goroutine-2 	1000	 200.0 ns/op
+BenchmarkPingPong/impl=vthread/carriers=1-2 	1000	 400.0 ns/op
+`
+
+func TestSched(t *testing.T) {
+	s, err := parseAll(strings.NewReader(schedSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bars := schedBars(s)
+	var got []string
+	for _, b := range bars {
+		got = append(got, b.label+" "+strconv.FormatFloat(b.ratio(), 'f', 2, 64))
+	}
+	// PingPong has no goroutine result and is left out; skynet's vthread
+	// median is the mean of its two runs.
+	want := []string{"skynet, 1.1 M units 1.50", "bytes per parked unit 2.00", "Chan ping-pong 0.25"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("bars %q, want %q", got, want)
+	}
+	svg := renderSched(s, bars)
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	rects := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed SVG: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
+			rects++
+		}
+	}
+	if rects != 1+len(bars) { // the background and one per bar
+		t.Fatalf("%d rects, want %d", rects, 1+len(bars))
+	}
+	for _, s := range []string{"0.25×", "2.00×", "#d62728", "#2ca02c"} {
+		if !strings.Contains(svg, s) {
+			t.Errorf("the chart lacks %q", s)
+		}
 	}
 }
