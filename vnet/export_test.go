@@ -16,3 +16,7 @@ func PollerActive() bool {
 	defer pollMu.Unlock()
 	return current != nil
 }
+
+// SetBlockingPoll makes pollers started from now on block in epoll_wait,
+// the loop's fallback where the runtime will not poll its descriptor.
+func SetBlockingPoll(on bool) { blockingPoll.Store(on) }

@@ -34,7 +34,14 @@ type poller struct {
 	n    int                 // registered sockets (under pollMu)
 
 	stopping atomic.Bool
+	// blocking makes the loop block in epoll_wait from the start, as it
+	// does if the runtime will not poll the epoll descriptor (tests set
+	// it through blockingPoll).
+	blocking bool
 }
+
+// blockingPoll is the blocking field of pollers started from now on.
+var blockingPoll atomic.Bool
 
 // wakeKey is the epoll key of the poller's eventfd; sockets get others.
 const wakeKey = 0
@@ -71,7 +78,7 @@ func startPoller() (*poller, error) {
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	p := &poller{epfd: epfd, evfd: evfd, fds: make(map[int32]*pollDesc)}
+	p := &poller{epfd: epfd, evfd: evfd, fds: make(map[int32]*pollDesc), blocking: blockingPoll.Load()}
 	if err := unix.SetNonblock(epfd, true); err != nil {
 		unix.Close(evfd)
 		unix.Close(epfd)
@@ -139,17 +146,28 @@ func init() { netpoll.Install(pollNow) }
 // events, with a zero timeout.
 func (p *poller) loop() {
 	events := make([]unix.EpollEvent, 256)
+	blocking := p.blocking
 	for {
 		var n int
 		var werr error
-		err := p.rc.Read(func(fd uintptr) bool {
-			n, werr = unix.EpollWait(int(fd), events, 0)
-			return n > 0 || (werr != nil && werr != unix.EINTR)
-		})
-		if err == nil {
-			err = werr
+		if !blocking {
+			err := p.rc.Read(func(fd uintptr) bool {
+				n, werr = unix.EpollWait(int(fd), events, 0)
+				return n > 0 || (werr != nil && werr != unix.EINTR)
+			})
+			if err != nil && werr == nil {
+				// The runtime would not poll the descriptor: wait in
+				// epoll_wait itself from now on, as a blocking call.
+				blocking = true
+				continue
+			}
+		} else {
+			n, werr = unix.EpollWait(p.epfd, events, -1)
+			if werr == unix.EINTR {
+				continue
+			}
 		}
-		if err != nil {
+		if err := werr; err != nil {
 			panic(fmt.Sprintf("vnet: epoll_wait: %v", err))
 		}
 		for i := range events[:n] {

@@ -1014,9 +1014,21 @@ func BenchmarkPingPong(b *testing.B) {
 // threads wait on sockets of each generation: no readiness event is lost
 // to a poller that has gone, and no descriptor leaks.
 func TestPollerRestarts(t *testing.T) {
+	testPollerRestarts(t, 200)
+}
+
+// TestBlockingPoller: the same with the loop blocking in epoll_wait, its
+// fallback where the runtime will not poll the epoll descriptor.
+func TestBlockingPoller(t *testing.T) {
+	vnet.SetBlockingPoll(true)
+	defer vnet.SetBlockingPoll(false)
+	testPollerRestarts(t, 20)
+}
+
+func testPollerRestarts(t *testing.T, rounds int) {
 	leakCheck(t)
 	s := newSched(t, scheduler.Options{})
-	for round := range 200 {
+	for round := range rounds {
 		ln, err := vnet.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
