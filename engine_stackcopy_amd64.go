@@ -71,7 +71,7 @@ func (c *Cont) scMount(owner any) {
 		// Every pass mounts c anew, perhaps on another thread (after a
 		// yield to an enclosing scope, the enclosing continuation may
 		// have been resumed anywhere).
-		c.local.Locks = rt.LockCountOf(arch.GPointer())
+		c.local.Locks = rt.CurLockCount()
 		s.yielded = false
 		if !s.started {
 			s.started = true

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
@@ -59,7 +58,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		}
 	}
 	if useStackCopy {
-		if rt.LockCountOf(arch.GPointer()) != t.local.Locks {
+		if rt.CurLockCount() != t.local.Locks {
 			return t, t.pinnedYield(pinning.LockedThread, 0)
 		}
 		// This frame captures itself (scSuspend does the same for the
@@ -75,7 +74,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		}
 		return t, nil
 	}
-	if rt.LockCountOf(arch.GPointer()) != cur.local.Locks {
+	if rt.CurLockCount() != cur.local.Locks {
 		// The body goroutine locked its thread (or unlocked it) since it
 		// started: the runtime throws if a coroutine switches with
 		// thread locking other than it began with.

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
 )
@@ -49,7 +48,7 @@ func (c *Cont) start() {
 		// The thread locking the runtime requires at every switch
 		// (runtime/coro.go): the body goroutine's own, inherited from
 		// the goroutine that first ran it.
-		c.local.Locks = rt.LockCountOf(arch.GPointer())
+		c.local.Locks = rt.CurLockCount()
 		g := gls.Bind(&c.local)
 		defer gls.Unbind(g)
 		c.body()

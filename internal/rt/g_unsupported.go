@@ -25,5 +25,5 @@ func LockCount() (n uint32, ok bool) { return 0, false }
 // InitLockCount does nothing: the layout of g is not mirrored here.
 func InitLockCount() {}
 
-// LockCountOf reads 0: the layout of g is not mirrored here.
-func LockCountOf(g unsafe.Pointer) uint32 { return 0 }
+// CurLockCount reads 0: the layout of g is not mirrored here.
+func CurLockCount() uint32 { return 0 }

@@ -86,7 +86,7 @@ func LockCount() (n uint32, ok bool) {
 	if lockedExtOff == 0 {
 		return 0, false
 	}
-	return LockCountOf(arch.GPointer()), true
+	return lockCountOf(arch.GPointer()), true
 }
 
 // lockedExtOff is the offset of runtime.m.lockedExt, or 0 until
@@ -99,10 +99,12 @@ func InitLockCount() {
 	lockedExtOff = lockedExtOffset()
 }
 
-// LockCountOf is LockCount for g, the calling goroutine's runtime.g,
-// after InitLockCount: small enough to inline into the yield and mount
-// paths. It reads 0 if the field was not found.
-func LockCountOf(g unsafe.Pointer) uint32 {
+// CurLockCount is LockCount after InitLockCount, for the yield and mount
+// paths: it reads 0 if the field was not found.
+func CurLockCount() uint32 { return lockCountOf(arch.GPointer()) }
+
+// lockCountOf is CurLockCount for g, the calling goroutine's runtime.g.
+func lockCountOf(g unsafe.Pointer) uint32 {
 	off := lockedExtOff
 	if off == 0 {
 		return 0
