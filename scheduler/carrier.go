@@ -226,6 +226,12 @@ func (c *carrier) hasWork() bool {
 	if d := c.s.det; d != nil {
 		d.mu.Lock()
 		n := len(d.ready)
+		for _, t := range d.timers {
+			if !t.stopped {
+				n++ // a timer to advance to
+				break
+			}
+		}
 		d.mu.Unlock()
 		if n > 0 {
 			return true

@@ -32,7 +32,12 @@ func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 
 func (s *Scheduler) afterFunc(d time.Duration, f func()) Stopper {
 	if s.det != nil {
-		return s.det.afterFunc(d, f)
+		t := s.det.afterFunc(d, f)
+		// The carrier may be asleep, having found no timer to advance
+		// to: a timer armed from outside it (a plain goroutine) must wake
+		// it, or the timer never fires.
+		s.wakeOne()
+		return t
 	}
 	return time.AfterFunc(d, f)
 }

@@ -159,6 +159,29 @@ func TestDeterministicSleep(t *testing.T) {
 	}
 }
 
+// A timer armed from a plain goroutine on an idle deterministic scheduler
+// fires: the virtual clock jumps to it, as it does for virtual threads'
+// timers, instead of the carrier sleeping on with a timer pending.
+func TestDeterministicTimerFromGoroutine(t *testing.T) {
+	s := newTest(t, Options{Deterministic: true, Seed: 1})
+	vt, _ := s.Go(func(ctx context.Context) error { return nil })
+	vt.Join()
+	for i := range 20 {
+		time.Sleep(time.Millisecond) // let the carrier go to sleep
+		start := s.Now()
+		fired := make(chan time.Time, 1)
+		s.AfterFunc(time.Hour, func() { fired <- s.Now() })
+		select {
+		case at := <-fired:
+			if got := at.Sub(start); got != time.Hour {
+				t.Fatalf("round %d: fired after %v of virtual time, want 1h", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a timer armed from a goroutine never fired", i)
+		}
+	}
+}
+
 // Locked carriers and the portable backend: a portable continuation must be
 // resumed under the thread locking it was first run under, so New refuses
 // locked carriers that virtual threads could move between.
