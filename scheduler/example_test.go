@@ -130,3 +130,34 @@ func ExampleSelect() {
 	// timed out
 	// acks is full
 }
+
+type requestIDKey struct{}
+
+// A virtual thread's context carries its parent's values and the virtual
+// thread itself, which code handed only the context can find.
+func ExampleFromContext() {
+	s, err := scheduler.New(scheduler.Options{
+		Context: context.WithValue(context.Background(), requestIDKey{}, "req-42"),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	handle := func(ctx context.Context) {
+		vt := scheduler.FromContext(ctx)
+		fmt.Println(vt.Name(), ctx.Value(requestIDKey{}))
+	}
+	vt, err := s.GoNamed("worker", func(ctx context.Context) error {
+		handle(ctx)
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	vt.Join()
+	fmt.Println(scheduler.FromContext(context.Background()) == nil)
+	// Output:
+	// worker req-42
+	// true
+}
