@@ -115,15 +115,43 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 }
 
 // fire claims the node's waiter; the payload must be in place. It
-// reports whether it won; if not, the node is stale.
+// reports whether it won; if not, the node is stale. Once it has won, the
+// node is its waiter's again, which may reuse it at once (plainNode):
+// nothing reads or writes the node after the claim.
 func (n *chanNode[T]) fire() bool {
+	index := n.index
 	if !n.w.wake() {
 		return false
 	}
-	if n.index >= 0 {
-		n.w.index = n.index // read by the select under this channel's lock
+	if index >= 0 {
+		n.w.index = index // the select's waiter, read under this channel's lock
 	}
 	return true
+}
+
+// plainNode returns a node for a blocking Send or Recv, with its waiter
+// ready. A virtual thread waiting with no timeout and no context reuses
+// the node of its last such operation on a channel of the same T: nothing
+// but the operation's completer can wake it (no timer or context fires
+// late into its next use), and the completer is done with the node once
+// it has claimed it.
+func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
+	if vt := Current(); vt != nil && ctx == nil && d < 0 {
+		n, _ := vt.node.(*chanNode[T])
+		if n == nil {
+			n = &chanNode[T]{}
+			n.w = &n.own
+			n.own.vt = vt
+			vt.node = n
+		}
+		n.own.state.Store(waiting)
+		n.index = -1
+		return n
+	}
+	n := &chanNode[T]{index: -1}
+	n.w = &n.own
+	n.own.init()
+	return n
 }
 
 // NewChan returns a channel with room for capacity buffered values; 0
@@ -188,12 +216,13 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 		c.mu.Unlock()
 		return false
 	}
-	n := &chanNode[T]{val: v, send: true, index: -1}
-	n.w = &n.own
-	n.own.init()
+	n := plainNode[T](ctx, d)
+	n.val, n.ok, n.send = v, false, true
 	c.sendq.push(n)
 	c.mu.Unlock()
 	if await(n.w, ctx, d) {
+		var zero T
+		n.val = zero // taken, or dropped by Close: no reference kept
 		if !n.ok {
 			panic(errSendClosed)
 		}
@@ -263,13 +292,15 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 		c.mu.Unlock()
 		return v, ok, ready
 	}
-	n := &chanNode[T]{index: -1}
-	n.w = &n.own
-	n.own.init()
+	n := plainNode[T](ctx, d)
+	n.ok, n.send = false, false
 	c.recvq.push(n)
 	c.mu.Unlock()
 	if await(n.w, ctx, d) {
-		return n.val, n.ok, true
+		v, ok = n.val, n.ok
+		var zero T
+		n.val = zero
+		return v, ok, true
 	}
 	c.mu.Lock()
 	if n.q != nil {
@@ -295,13 +326,14 @@ func (c *Chan[T]) recvLocked() (v T, ok, ready bool) {
 		// The first waiting sender's value takes the freed slot, behind
 		// the values already buffered.
 		for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
+			sv := s.val // before the claim, after which the node is not ours
 			s.ok = true
 			if s.fire() {
 				i := c.head + c.count
 				if i >= len(c.buf) {
 					i -= len(c.buf)
 				}
-				c.buf[i] = s.val
+				c.buf[i] = sv
 				c.count++
 				break
 			}

@@ -793,3 +793,108 @@ func TestChanDeterministic(t *testing.T) {
 	}
 	t.Logf("seed 1: %v; %d interleavings from 10 seeds", first, len(distinct))
 }
+
+// A virtual thread reuses the node of its last blocking Send or Recv
+// (plainNode). The node is handed back the moment the operation's
+// completer claims it, so the completer must not touch it after: here a
+// sender blocked on a full buffer is resumed by the receiver that moves
+// its value into the buffer, and at once sends the next value through the
+// same node. Every value arrives once, in order, across channels of two
+// element types (which replace the cached node) and through timed and
+// context operations (which do not use it). Under -race, an access after
+// the claim is reported.
+func TestChanNodeReuse(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2})
+	const n = 20000
+	ints := NewChan[int](1)
+	strs := NewChan[string](0)
+	ctx := context.Background()
+	producer, _ := s.Go(func(context.Context) error {
+		for i := range n {
+			switch i % 8 {
+			case 3:
+				strs.Send(fmt.Sprint(i))
+			case 5:
+				if !ints.SendTimeout(i, time.Minute) {
+					return fmt.Errorf("SendTimeout of %d timed out", i)
+				}
+			case 6:
+				if err := ints.SendContext(ctx, i); err != nil {
+					return err
+				}
+			default:
+				ints.Send(i)
+			}
+		}
+		return nil
+	})
+	consumer, _ := s.Go(func(context.Context) (err error) {
+		defer func() {
+			if err != nil { // unblock the producer: its Send panics
+				ints.Close()
+				strs.Close()
+			}
+		}()
+		for i := range n {
+			var got string
+			switch i % 8 {
+			case 3:
+				v, ok := strs.Recv()
+				got = fmt.Sprintf("%v %v", v, ok)
+				if want := fmt.Sprintf("%v %v", i, true); got != want {
+					return fmt.Errorf("value %d: got %s", i, got)
+				}
+				continue
+			case 4:
+				v, ok, ready := ints.RecvTimeout(time.Minute)
+				got = fmt.Sprint(v, ok, ready)
+			default:
+				v, ok := ints.Recv()
+				got = fmt.Sprint(v, ok, true)
+			}
+			if want := fmt.Sprint(i, true, true); got != want {
+				return fmt.Errorf("value %d: got %s", i, got)
+			}
+		}
+		return nil
+	})
+	perr, cerr := producer.Join(), consumer.Join()
+	if perr != nil || cerr != nil {
+		t.Fatalf("producer: %v; consumer: %v", perr, cerr)
+	}
+}
+
+// A cached node woken by Close, for a receive (ok false) and for a send
+// (a panic the virtual thread recovers from), serves the next operation.
+func TestChanNodeReuseAfterClose(t *testing.T) {
+	s := newTest(t, Options{})
+	for round := range 50 {
+		a, b := NewChan[int](0), NewChan[int](0)
+		vt, _ := s.Go(func(context.Context) error {
+			if v, ok := a.Recv(); ok || v != 0 {
+				return fmt.Errorf("Recv on closed: %d, %v", v, ok)
+			}
+			panicked := func() (p any) {
+				defer func() { p = recover() }()
+				b.Send(1)
+				return nil
+			}()
+			if panicked != errSendClosed {
+				return fmt.Errorf("Send on a Chan closed while waiting: %v", panicked)
+			}
+			c := NewChan[int](0)
+			go func() { c.Send(round) }()
+			if v, ok := c.Recv(); !ok || v != round {
+				return fmt.Errorf("Recv after: %d, %v", v, ok)
+			}
+			return nil
+		})
+		waitQueued(t, a, 1, 0)
+		a.Close()
+		waitQueued(t, b, 0, 1)
+		b.Close()
+		if err := vt.Join(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}

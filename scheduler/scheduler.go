@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/pinning"
@@ -191,9 +192,10 @@ type VThread struct {
 	done   chan struct{}
 	joiner *VThread
 	joinq  *waiter
-	// sleepSeq numbers Sleep calls, so that a stale virtual timer is
-	// ignored (deterministic mode).
-	sleepSeq uint64
+	// node is the node of the last blocking Send or Recv without a
+	// timeout or context, a *chanNode[T], which the next one of the same
+	// T reuses (chan.go).
+	node any
 }
 
 const (
@@ -231,7 +233,7 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 		return nil, ErrClosed
 	}
 	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g}
-	vt.ctx = vtContext{parent, vt}
+	vt.ctx = vtContext{parent}
 	vt.cont = weft.NewCont(vthreadScope, func() {
 		defer bodyEnded()
 		vt.err = fn(&vt.ctx)
@@ -290,19 +292,23 @@ func (vt *VThread) Context() context.Context { return &vt.ctx }
 // parent: the parent's cancellation is the virtual thread's.
 type vtContext struct {
 	context.Context
-	vt *VThread
+}
+
+// vt returns the VThread c is the ctx field of.
+func (c *vtContext) vt() *VThread {
+	return (*VThread)(unsafe.Add(unsafe.Pointer(c), -int(unsafe.Offsetof(VThread{}.ctx))))
 }
 
 type vthreadKey struct{}
 
 func (c *vtContext) Value(key any) any {
 	if key == (vthreadKey{}) {
-		return c.vt
+		return c.vt()
 	}
 	return c.Context.Value(key)
 }
 
-func (c *vtContext) String() string { return c.vt.String() + " context" }
+func (c *vtContext) String() string { return c.vt().String() + " context" }
 
 // FromContext returns the virtual thread whose context ctx is or derives
 // from, or nil.
