@@ -594,6 +594,7 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	if g := vt.group; g != nil {
 		g.childEnded(vt)
 	}
+	vt.node = nil // a handle kept after the end keeps no channel node
 	vt.state.Store(vtDone)
 	vt.joinMu.Lock()
 	vt.ended = true
