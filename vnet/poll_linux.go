@@ -122,15 +122,22 @@ func pollNow() bool {
 			// too, until it reads the eventfd.
 			continue
 		}
-		p.mu.RLock()
-		pd := p.fds[ev.Fd]
-		p.mu.RUnlock()
-		if pd != nil {
-			pd.ready(ev.Events)
-			woke = true
-		}
+		woke = p.dispatch(ev) || woke
 	}
 	return woke
+}
+
+// dispatch hands a socket's readiness event to its pollDesc, if the
+// socket is still registered, and reports whether it was.
+func (p *poller) dispatch(ev *unix.EpollEvent) bool {
+	p.mu.RLock()
+	pd := p.fds[ev.Fd]
+	p.mu.RUnlock()
+	if pd == nil {
+		return false
+	}
+	pd.ready(ev.Events)
+	return true
 }
 
 func init() { netpoll.Install(pollNow) }
@@ -182,12 +189,7 @@ func (p *poller) loop() {
 				}
 				continue
 			}
-			p.mu.RLock()
-			pd := p.fds[ev.Fd]
-			p.mu.RUnlock()
-			if pd != nil {
-				pd.ready(ev.Events)
-			}
+			p.dispatch(ev)
 		}
 	}
 }
