@@ -93,7 +93,7 @@ func LockCount() (n uint32, ok bool) {
 // InitLockCount has found it (and if it could not).
 var lockedExtOff uintptr
 
-// InitLockCount finds runtime.m.lockedExt, once; LockCountOf reads 0
+// InitLockCount finds runtime.m.lockedExt, once; CurLockCount reads 0
 // until it has.
 func InitLockCount() {
 	lockedExtOff = lockedExtOffset()
@@ -124,10 +124,10 @@ func lockCountOf(g unsafe.Pointer) uint32 {
 // 1,824 in 1.26, with lockedExt at byte 624 and 648.
 const mScanBytes = 1024
 
-// lockedExtOffset finds runtime.m.lockedExt on a fresh goroutine: the one
-// uint32 of its m that counts LockOSThread calls, 0, 1, 2, then 0 again
-// as they are undone, twice over. It is 0 if there is no such word, or
-// more than one.
+// lockedExtOffset finds runtime.m.lockedExt on a fresh goroutine locked
+// to its thread: the one uint32 of its m that counts LockOSThread calls,
+// 1 (the probe's own lock), 2, 3, then 1 again as two are undone, twice
+// over. It is 0 if there is no such word, or more than one.
 var lockedExtOffset = sync.OnceValue(func() uintptr {
 	found := make(chan uintptr)
 	go func() {
