@@ -36,45 +36,58 @@ const gScanBytes = 440 - gMOffset
 // it is locked to its thread, and zero before and after, twice over. It is
 // 0 if there is no such word, or more than one.
 var lockedmOffset = sync.OnceValue(func() uintptr {
-	found := make(chan uintptr)
-	go func() {
+	return probe(func() uintptr {
 		g := arch.GPointer()
 		word := func(off uintptr) uintptr { return *(*uintptr)(unsafe.Add(g, off)) }
 		var before, during, after [gScanBytes / 8]uintptr
-		candidate := uintptr(0)
-		for round := 0; round < 2; round++ {
-			for i := range before {
-				before[i] = word(gMOffset + uintptr(i)*8)
-			}
-			runtime.LockOSThread()
-			m := word(gMOffset) // fixed while locked
-			for i := range during {
-				during[i] = word(gMOffset + uintptr(i)*8)
-			}
-			runtime.UnlockOSThread()
-			for i := range after {
-				after[i] = word(gMOffset + uintptr(i)*8)
-			}
-			hit := uintptr(0)
-			for i := 1; i < len(during); i++ { // 0 is g.m itself
-				if m != 0 && before[i] == 0 && during[i] == m && after[i] == 0 {
-					if hit != 0 {
-						hit = ^uintptr(0) // ambiguous
-						break
-					}
-					hit = gMOffset + uintptr(i)*8
-				}
-			}
-			if hit == 0 || hit == ^uintptr(0) || (candidate != 0 && hit != candidate) {
-				found <- 0
-				return
-			}
-			candidate = hit
+		for i := range before {
+			before[i] = word(gMOffset + uintptr(i)*8)
 		}
-		found <- candidate
+		runtime.LockOSThread()
+		m := word(gMOffset) // fixed while locked
+		for i := range during {
+			during[i] = word(gMOffset + uintptr(i)*8)
+		}
+		runtime.UnlockOSThread()
+		for i := range after {
+			after[i] = word(gMOffset + uintptr(i)*8)
+		}
+		return only(len(during), func(i int) bool {
+			// 0 is g.m itself
+			return i > 0 && m != 0 && before[i] == 0 && during[i] == m && after[i] == 0
+		}, func(i int) uintptr { return gMOffset + uintptr(i)*8 })
+	})
+})
+
+// probe runs round twice on a fresh goroutine, and returns the offset
+// both rounds found: 0 if either found none or more than one (^0), or if
+// they disagree.
+func probe(round func() uintptr) uintptr {
+	found := make(chan uintptr)
+	go func() {
+		a, b := round(), round()
+		if a == ^uintptr(0) || a != b {
+			a = 0
+		}
+		found <- a
 	}()
 	return <-found
-})
+}
+
+// only returns off(i) for the one i in [0, n) that match holds for: 0 if
+// there is none, ^0 if there are several.
+func only(n int, match func(i int) bool, off func(i int) uintptr) uintptr {
+	hit := uintptr(0)
+	for i := range n {
+		if match(i) {
+			if hit != 0 {
+				return ^uintptr(0)
+			}
+			hit = off(i)
+		}
+	}
+	return hit
+}
 
 // LockCount returns how many runtime.LockOSThread calls the thread the
 // calling goroutine runs on has outstanding (runtime.m.lockedExt): a
@@ -129,8 +142,7 @@ const mScanBytes = 1024
 // 1 (the probe's own lock), 2, 3, then 1 again as two are undone, twice
 // over. It is 0 if there is no such word, or more than one.
 var lockedExtOffset = sync.OnceValue(func() uintptr {
-	found := make(chan uintptr)
-	go func() {
+	return probe(func() uintptr {
 		runtime.LockOSThread() // the m must not change between snapshots
 		defer runtime.UnlockOSThread()
 		m := *(*unsafe.Pointer)(unsafe.Add(arch.GPointer(), gMOffset))
@@ -140,33 +152,16 @@ var lockedExtOffset = sync.OnceValue(func() uintptr {
 				snaps[k][i] = *(*uint32)(unsafe.Add(m, uintptr(i)*4))
 			}
 		}
-		candidate := uintptr(0)
-		for round := 0; round < 2; round++ {
-			take(0) // one lock held: the probe's own
-			runtime.LockOSThread()
-			take(1)
-			runtime.LockOSThread()
-			take(2)
-			runtime.UnlockOSThread()
-			runtime.UnlockOSThread()
-			take(3)
-			hit := uintptr(0)
-			for i := range snaps[0] {
-				if snaps[0][i] == 1 && snaps[1][i] == 2 && snaps[2][i] == 3 && snaps[3][i] == 1 {
-					if hit != 0 {
-						hit = ^uintptr(0) // ambiguous
-						break
-					}
-					hit = uintptr(i) * 4
-				}
-			}
-			if hit == 0 || hit == ^uintptr(0) || (candidate != 0 && hit != candidate) {
-				found <- 0
-				return
-			}
-			candidate = hit
-		}
-		found <- candidate
-	}()
-	return <-found
+		take(0) // one lock held: the probe's own
+		runtime.LockOSThread()
+		take(1)
+		runtime.LockOSThread()
+		take(2)
+		runtime.UnlockOSThread()
+		runtime.UnlockOSThread()
+		take(3)
+		return only(len(snaps[0]), func(i int) bool {
+			return snaps[0][i] == 1 && snaps[1][i] == 2 && snaps[2][i] == 3 && snaps[3][i] == 1
+		}, func(i int) uintptr { return uintptr(i) * 4 })
+	})
 })
