@@ -428,3 +428,60 @@ func TestContSize(t *testing.T) {
 		t.Fatalf("Cont is %d bytes, over its 416-byte budget", n)
 	}
 }
+
+// growBy uses more than n KiB of stack, so that a goroutine whose stack
+// is smaller has it copied to a larger one.
+//
+//go:noinline
+func growBy(n int) uintptr {
+	var pad [128]uintptr // on the stack: only indexed, never escapes
+	pad[n%128] = uintptr(n)
+	if n > 0 {
+		pad[(n*7)%128] += growBy(n - 1)
+	}
+	return pad[(n*3)%128]
+}
+
+// The alternating yield loop of TestCaptureTemplateAlternating with the
+// stack moved at the steps of templateAt's walk (the hook outgrows the
+// stack until it is 256 KiB; each resume runs on a fresh goroutine), while
+// the collector runs between yields (and, in CI, with GOGC=1 and the
+// GODEBUG checks). Every value must survive, and the captures must still
+// take the fast path. templateAt's answer is only a hint, which
+// fastCapture checks against the live stack before it copies anything, so
+// a walk that read the old stack after a move would find stale but equal
+// PCs there and pass too: what this test holds is that a stack move in
+// the middle of a capture's fast path loses nothing.
+func TestCaptureTemplateStackGrowth(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	moves := 0
+	templateAtHook = func() {
+		// Outgrow the stack, up to 256 KiB: the runtime copies it.
+		g := rt.CurG()
+		if size := g.StackHi - g.StackLo; size < 256<<10 {
+			hi := g.StackHi
+			growBy(int(size>>10) + 1)
+			if rt.CurG().StackHi != hi {
+				moves++
+			}
+		}
+	}
+	defer func() { templateAtHook = nil }()
+	const rounds = 40
+	c := &scCont{}
+	var sum, fast int
+	c.body = func() { sum = scAlternating(c, rounds, &fast) }
+	runToEnd(t, c, rounds+2)
+	if want := rounds*3 + rounds*(rounds-1)/2; sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	if fast < rounds-4 {
+		t.Fatalf("%d of %d captures took the fast path", fast, rounds)
+	}
+	if moves == 0 {
+		t.Fatal("the stack never moved during templateAt: the test does not test what it says")
+	}
+	t.Logf("the stack moved %d times during templateAt", moves)
+}

@@ -160,6 +160,8 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 // an unsafe.Pointer, which moves with it, and only offsets from it are
 // read.
 func templateAt(pc uintptr, sp unsafe.Pointer) *captureTemplate {
+	// Tests set templateAtHook to grow the stack at every step of the
+	// walk, as a descriptor lookup that misses the cache may.
 	selfPC := pc
 	d := descFor(pc)
 	if d.bad {
@@ -171,6 +173,9 @@ func templateAt(pc uintptr, sp unsafe.Pointer) *captureTemplate {
 	nf := 0
 	for {
 		d := descFor(pc)
+		if templateAtHook != nil {
+			templateAtHook() // tests: move the stack mid-walk
+		}
 		if d.entry == scThaw && !d.bad {
 			break
 		}
@@ -188,6 +193,10 @@ func templateAt(pc uintptr, sp unsafe.Pointer) *captureTemplate {
 	}
 	return t
 }
+
+// templateAtHook, if set (by tests), is called at each step of
+// templateAt's walk.
+var templateAtHook func()
 
 // templateFor returns the template of the region s has just captured
 // into a single record, or nil if the region does not qualify. It shares a
