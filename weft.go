@@ -20,6 +20,7 @@ package weft
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/weftrt/weft/internal/gls"
@@ -39,6 +40,8 @@ var (
 	// ErrNotInScope: Yield or Current with a nil scope, or Yield with no
 	// continuation of that scope mounted on the calling goroutine.
 	ErrNotInScope = errors.New("no continuation of that scope is mounted on this goroutine")
+	// ErrNotDone: Reset of a continuation whose body has not ended.
+	ErrNotDone = errors.New("continuation has not ended")
 )
 
 // state is a continuation's life-cycle state.
@@ -140,6 +143,31 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 	c := &Cont{scope: s, body: body}
 	c.local.Owner = c
 	return c
+}
+
+// Reset makes c, whose body has ended, a new continuation that runs body
+// delimited by s, as NewCont(s, body) would make, reusing c's record: an
+// executor that starts many short continuations keeps the records of the
+// finished ones instead of allocating one per start. Its counters start
+// again from zero.
+//
+// The caller must hold c exclusively: c's old identity ends at Reset, and
+// nothing may use c as the continuation it was (Run, Stats, Owner) after
+// it. Reset panics with an error wrapping ErrNotDone if c has not ended
+// (it is new, suspended or mounted, or its body is still unwinding after
+// an abandonment), and as NewCont does if s or body is nil.
+func (c *Cont) Reset(s *scope.Scope, body func()) {
+	if s == nil {
+		panic("weft.Cont.Reset: nil scope (create one with scope.New)")
+	}
+	if body == nil {
+		panic("weft.Cont.Reset: nil body")
+	}
+	if st := state(c.state.Load()); st != stDone {
+		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
+	}
+	*c = Cont{scope: s, body: body}
+	c.local.Owner = c
 }
 
 // Scope returns the scope the continuation is delimited by.

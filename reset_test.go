@@ -1,0 +1,155 @@
+package weft_test
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/scope"
+)
+
+// runToEnd runs c until its body ends, and returns how many Runs it took.
+func runToEnd(t *testing.T, c *weft.Cont) int {
+	t.Helper()
+	for n := 1; ; n++ {
+		c.Run(nil)
+		if c.IsDone() {
+			return n
+		}
+		if n > 1000 {
+			t.Fatal("the body did not end")
+		}
+	}
+}
+
+// resetPanic returns what Reset panicked with, or nil.
+func resetPanic(c *weft.Cont, s *scope.Scope, body func()) (r any) {
+	defer func() { r = recover() }()
+	c.Reset(s, body)
+	return nil
+}
+
+// TestReset reuses one record for bodies that end every way a body can
+// end, each freezing heap and stack pointers of its own, and checks that
+// nothing of an earlier body leaks into a later one.
+func TestReset(t *testing.T) {
+	s := scope.New("reset")
+	c := weft.NewCont(s, func() {})
+	var trace []string
+	// body yields n times with its own locals live across the yields.
+	body := func(id, n int) func() {
+		return func() {
+			local := [4]int{id, id, id, id}
+			p := &local[2]
+			h := &struct{ v []int }{v: []int{id}}
+			for i := range n {
+				if _, perr := weft.Yield(s); perr != nil {
+					panic(perr)
+				}
+				runtime.GC()
+				*p += i
+				h.v = append(h.v, i)
+			}
+			trace = append(trace, fmt.Sprint(id, local, h.v))
+		}
+	}
+	for round := range 6 {
+		id := round + 1
+		if round > 0 {
+			c.Reset(s, body(id, id))
+		} else {
+			c = weft.NewCont(s, body(id, id))
+		}
+		if st := c.Stats(); st != (weft.Stats{}) {
+			t.Fatalf("round %d: a reset continuation's counters are %+v, want zero", round, st)
+		}
+		if runs := runToEnd(t, c); runs != id+1 {
+			t.Fatalf("round %d: %d runs, want %d", round, runs, id+1)
+		}
+		if st := c.Stats(); st.Runs != uint64(id+1) || st.Yields != uint64(id) {
+			t.Fatalf("round %d: counters %+v, want %d runs and %d yields", round, st, id+1, id)
+		}
+		runtime.GC()
+	}
+	want := []string{
+		"1 [1 1 1 1] [1 0]",
+		"2 [2 2 3 2] [2 0 1]",
+		"3 [3 3 6 3] [3 0 1 2]",
+		"4 [4 4 10 4] [4 0 1 2 3]",
+		"5 [5 5 15 5] [5 0 1 2 3 4]",
+		"6 [6 6 21 6] [6 0 1 2 3 4 5]",
+	}
+	if !slices.Equal(trace, want) {
+		t.Fatalf("trace %q, want %q", trace, want)
+	}
+
+	// A body that panicked, and one that called runtime.Goexit, leave a
+	// record that can be reset too.
+	c.Reset(s, func() { weft.Yield(s); panic("boom") })
+	c.Run(nil)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+		}()
+		c.Run(nil)
+	}()
+	c.Reset(s, func() { weft.Yield(s); runtime.Goexit() })
+	c.Run(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(nil)
+	}()
+	<-done
+	ran := false
+	c.Reset(s, func() { ran = true })
+	if runToEnd(t, c); !ran {
+		t.Fatal("the body after a Goexit did not run")
+	}
+}
+
+// TestResetMisuse checks that Reset refuses a record whose body has not
+// ended, and nil arguments, and leaves the record usable.
+func TestResetMisuse(t *testing.T) {
+	s := scope.New("reset-misuse")
+	other := func() {}
+	steps := 0
+	c := weft.NewCont(s, func() {
+		steps++
+		weft.Yield(s)
+		steps++
+	})
+	if r := resetPanic(c, s, other); !isNotDone(r) {
+		t.Fatalf("Reset of a new continuation panicked with %v, want ErrNotDone", r)
+	}
+	c.Run(nil)
+	if r := resetPanic(c, s, other); !isNotDone(r) {
+		t.Fatalf("Reset of a suspended continuation panicked with %v, want ErrNotDone", r)
+	}
+	c.Run(nil)
+	if !c.IsDone() || steps != 2 {
+		t.Fatalf("the refused Resets changed the continuation: done %v after %d steps", c.IsDone(), steps)
+	}
+	c.Reset(s, func() {
+		if r := resetPanic(weft.Current(s), s, other); !isNotDone(r) {
+			t.Errorf("Reset of a running continuation panicked with %v, want ErrNotDone", r)
+		}
+	})
+	runToEnd(t, c)
+	if r := resetPanic(c, nil, other); r == nil {
+		t.Error("Reset with a nil scope did not panic")
+	}
+	if r := resetPanic(c, s, nil); r == nil {
+		t.Error("Reset with a nil body did not panic")
+	}
+}
+
+func isNotDone(r any) bool {
+	err, ok := r.(error)
+	return ok && errors.Is(err, weft.ErrNotDone)
+}
