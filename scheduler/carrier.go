@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/internal/netpoll"
 )
 
@@ -27,6 +28,11 @@ type carrier struct {
 	// cur is the virtual thread this carrier is running, so that the
 	// carrier can finish it if it ends the carrier's goroutine (Goexit).
 	cur *VThread
+
+	// free are continuation records of virtual threads that ended on this
+	// carrier, which Go reuses when called from a virtual thread running
+	// on it; only the carrier's goroutine touches them.
+	free []*weft.Cont
 }
 
 func (c *carrier) loop() {

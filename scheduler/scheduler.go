@@ -178,10 +178,12 @@ type VThread struct {
 
 	state    atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
 	permit   atomic.Bool
-	action   int32         // what the last yield asked of the carrier: actPark, actYield
+	action   int8          // what the last yield asked of the carrier: actPark, actYield
 	returned bool          // fn returned (body)
 	ended    bool          // finish has run; under joinMu
 	pinCh    chan struct{} // made by the first park that blocks pinned
+
+	fn func(context.Context) error // what Go was given, until the body starts it
 
 	err    error
 	joinMu sync.Mutex
@@ -207,7 +209,7 @@ const (
 )
 
 const (
-	actPark int32 = iota
+	actPark int8 = iota
 	actYield
 )
 
@@ -232,32 +234,58 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 	if s.closing.Load() {
 		return nil, ErrClosed
 	}
-	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g}
+	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g, fn: fn}
 	vt.ctx = vtContext{parent}
-	vt.cont = weft.NewCont(vthreadScope, func() {
-		defer bodyEnded()
-		vt.err = fn(&vt.ctx)
-		vt.returned = true
-	})
+	vt.cont = s.newCont()
 	s.live.Add(1)
 	vt.state.Store(vtQueued)
 	s.ready(vt, true)
 	return vt, nil
 }
 
-// The body of a virtual thread's continuation is a closure over vt and
-// fn that runs fn and records how it ended. A panic is recovered in its
-// deferred call, bodyEnded, so it never reaches a carrier.
-//
-// The deferred call is a plain function that finds its virtual thread
-// with Current, and the outcome a field: a deferred closure or method
-// value, or a local whose address is taken, would be a stack object in
-// the body's frame, and a region holding stack objects cannot take weft's
-// capture fast path. The body is in the region of every park, and one
-// frame rather than a closure calling a method: each frame is frozen with
-// every parked virtual thread.
+// newCont returns a continuation record for a new virtual thread: one
+// that an ended virtual thread left on the calling carrier, reset, or a
+// new one.
+func (s *Scheduler) newCont() *weft.Cont {
+	if cur := Current(); cur != nil && cur.s == s {
+		if c := cur.carrier; c != nil && len(c.free) > 0 {
+			cont := c.free[len(c.free)-1]
+			c.free[len(c.free)-1] = nil
+			c.free = c.free[:len(c.free)-1]
+			cont.Reset(vthreadScope, vthreadBody)
+			return cont
+		}
+	}
+	return weft.NewCont(vthreadScope, vthreadBody)
+}
 
-// bodyEnded is body's deferred call.
+// maxFree is how many continuation records of ended virtual threads a
+// carrier keeps for the next ones started on it.
+const maxFree = 64
+
+// vthreadBody is the body of every virtual thread's continuation: it
+// finds its virtual thread with Current, runs fn and records how it ended.
+// A panic is recovered in its deferred call, bodyEnded, so it never
+// reaches a carrier. Being one function for all, it needs no closure: a
+// virtual thread is started with no allocation but its VThread (and, when
+// no ended one's can be reused, its continuation record).
+//
+// The deferred call is a plain function and the outcome a field: a
+// deferred closure or method value, or a local whose address is taken,
+// would be a stack object in the body's frame, and a region holding stack
+// objects cannot take weft's capture fast path. The body is in the region
+// of every park, and is one frame rather than a closure calling a method:
+// each frame is frozen with every parked virtual thread.
+func vthreadBody() {
+	defer bodyEnded()
+	vt := Current()
+	fn := vt.fn
+	vt.fn = nil
+	vt.err = fn(&vt.ctx)
+	vt.returned = true
+}
+
+// bodyEnded is vthreadBody's deferred call.
 func bodyEnded() {
 	vt := Current()
 	if vt.returned {
@@ -595,6 +623,15 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		g.childEnded(vt)
 	}
 	vt.node = nil // a handle kept after the end keeps no channel node
+	vt.fn = nil   // nor what fn holds, if it never ran
+	if cont := vt.cont; c != nil && cont.IsDone() {
+		// Nothing else refers to the record: keep it for the next
+		// virtual thread started on c.
+		vt.cont = nil
+		if len(c.free) < maxFree {
+			c.free = append(c.free, cont)
+		}
+	}
 	vt.state.Store(vtDone)
 	vt.joinMu.Lock()
 	vt.ended = true
