@@ -34,27 +34,39 @@ const wordSize = unsafe.Sizeof(uintptr(0))
 type stackChunk struct {
 	arch.Link // first: the assembly reads it
 
-	// mem holds the records: an image of the record's frames in which the
-	// words that held live pointers or pointers into the record are zero
-	// (those are in ptrs and the record's references), its tables, and
+	// Link.Mem is the array of memLen words (memory) that holds the
+	// records: an image of the record's frames in which the words that
+	// held live pointers or pointers into the record are zero (those are
+	// in the pointers array and the record's references), its tables, and
 	// its header. Dead pointer slots keep their stale values as plain
 	// integers, which the GC never follows.
-	mem []uintptr
-	// ptrs holds the records' live pointers to memory outside the stack
-	// (heap and static data), each published to the GC exactly once.
-	// ptrs[PtrTop:ptrHigh] may still hold the pointers of records thawed
-	// since the last capture, which clears them.
-	ptrs    []unsafe.Pointer
-	ptrHigh int
-
-	// tmpl is the template of the last capture, if it qualified: the next
-	// capture tries it first (template_amd64.go).
-	tmpl *captureTemplate
+	//
+	// Link.Ptrs is the array of ptrsLen pointers (pointers) that holds the
+	// records' live pointers to memory outside the stack (heap and static
+	// data), each published to the GC exactly once. Its elements
+	// [PtrTop:ptrHigh] may still hold the pointers of records thawed since
+	// the last capture, which clears them.
+	//
+	// The arrays are kept through Link's pointers alone, not slices: a
+	// record per continuation, and every parked virtual thread has one.
+	memLen, ptrsLen, ptrHigh uint32
 
 	// lastFrames and lastWords are what the last capture froze;
 	// lastTemplated, whether it took the fast path.
 	lastFrames, lastWords uint32
 	lastTemplated         bool
+
+	// tmpl is the template of the last capture, if it qualified: the next
+	// capture tries it first (template_amd64.go).
+	tmpl *captureTemplate
+}
+
+// memory returns the array that holds the records.
+func (c *stackChunk) memory() []uintptr { return unsafe.Slice((*uintptr)(c.Mem), c.memLen) }
+
+// pointers returns the array that holds the records' pointers.
+func (c *stackChunk) pointers() []unsafe.Pointer {
+	return unsafe.Slice((*unsafe.Pointer)(c.Ptrs), c.ptrsLen)
 }
 
 // clearedHook, if set (by tests), is told after each capture the words
@@ -90,7 +102,7 @@ type record struct {
 
 // recordEnding decodes the record whose header ends at mem[end].
 func (c *stackChunk) recordEnding(end int) record {
-	h := c.mem[end-arch.RecordHeader : end]
+	h := c.memory()[end-arch.RecordHeader : end]
 	r := record{
 		end:     end,
 		start:   end - int(h[5]),
@@ -118,14 +130,14 @@ func (c *stackChunk) records() []record {
 }
 
 // words returns a record's image.
-func (c *stackChunk) words(r record) []uintptr { return c.mem[r.start : r.start+int(r.n)] }
+func (c *stackChunk) words(r record) []uintptr { return c.memory()[r.start : r.start+int(r.n)] }
 
 // ptrAt returns a record's pointer word indexes.
 func (c *stackChunk) ptrAt(r record) []uint32 {
 	if r.np == 0 {
 		return nil
 	}
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.mem[r.start+int(r.n)])), r.np)
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.memory()[r.start+int(r.n)])), r.np)
 }
 
 // refs returns a record's references into itself.
@@ -133,7 +145,7 @@ func (c *stackChunk) refs(r record) []stackRef {
 	if r.nr == 0 {
 		return nil
 	}
-	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.mem[r.start+int(r.n)]), uintptr(r.np)*4)), r.nr)
+	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.memory()[r.start+int(r.n)]), uintptr(r.np)*4)), r.nr)
 }
 
 // frozenFrames is the number of frames in the chunk.
@@ -158,7 +170,7 @@ func (c *stackChunk) frames() []chunkFrame {
 			out = append(out, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
 			sp += d.size
 			if i+1 < r.nframes {
-				pc = c.mem[r.start+int(sp/uint32(wordSize))-1]
+				pc = c.memory()[r.start+int(sp/uint32(wordSize))-1]
 			}
 		}
 	}
@@ -651,6 +663,7 @@ func (c *stackChunk) push(s *captureScratch) {
 	np := len(s.ptrAt)
 	c.reserve(total, np)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
+	mem, ptrs := c.memory(), c.pointers()
 
 	// The pointers and references in record order (a counting sort), so
 	// that each record's are found without scanning everyone's: record
@@ -689,7 +702,7 @@ func (c *stackChunk) push(s *captureScratch) {
 		rb := s.frames[fs].sp / uint32(wordSize) // the record's first word in the region
 		nw := (s.frames[fe-1].fp - s.frames[fs].sp + s.argsOf(fe-1)) / uint32(wordSize)
 		npr, nrr := int(s.count[2*r]), int(s.count[2*r+1])
-		rec := c.mem[top : top+int(nw)+(npr+2*nrr+1)/2+arch.RecordHeader]
+		rec := mem[top : top+int(nw)+(npr+2*nrr+1)/2+arch.RecordHeader]
 		copy(rec, s.words[rb:rb+nw])
 		tab := rec[nw:]
 		ptrAt := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tab))), npr)
@@ -697,7 +710,7 @@ func (c *stackChunk) push(s *captureScratch) {
 		k := 0
 		for _, i := range s.order[first[r]:first[r+1]] {
 			ptrAt[k] = s.ptrAt[i] - rb
-			c.ptrs[ptop+k] = s.ptrs[i]
+			ptrs[ptop+k] = s.ptrs[i]
 			k++
 		}
 		ptop += k
@@ -740,10 +753,10 @@ func (c *stackChunk) push(s *captureScratch) {
 	}
 	c.MemTop = uintptr(top)
 	c.PtrTop = uintptr(ptop)
-	if c.ptrHigh > ptop {
-		clear(c.ptrs[ptop:c.ptrHigh]) // pointers of records thawed since
+	if int(c.ptrHigh) > ptop {
+		clear(ptrs[ptop:c.ptrHigh]) // pointers of records thawed since
 	}
-	c.ptrHigh = ptop
+	c.ptrHigh = uint32(ptop)
 	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(len(s.words))-s.outerArgs/uint32(wordSize)
 	if clearedHook != nil {
 		clearedHook(c, s.cleared)
@@ -768,11 +781,11 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	size := nw + (np+2*nr+1)/2 + arch.RecordHeader
 	c.reserve(size, np)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
-	rec := c.mem[top : top+size]
+	rec, ptrs := c.memory()[top:top+size], c.pointers()
 	copy(rec, s.words)
 	tab := unsafe.Pointer(&rec[nw])
 	copy(unsafe.Slice((*uint32)(tab), np), s.ptrAt)
-	copy(c.ptrs[ptop:ptop+np], s.ptrs)
+	copy(ptrs[ptop:ptop+np], s.ptrs)
 	refs := unsafe.Slice((*stackRef)(unsafe.Add(tab, np*4)), nr)
 	k := copy(refs, s.refs)
 	k += copy(refs[k:], s.weak)
@@ -800,10 +813,10 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	h[5] = uintptr(size)
 	c.MemTop = uintptr(top + size)
 	c.PtrTop = uintptr(ptop + np)
-	if c.ptrHigh > ptop+np {
-		clear(c.ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
+	if int(c.ptrHigh) > ptop+np {
+		clear(ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
 	}
-	c.ptrHigh = ptop + np
+	c.ptrHigh = uint32(ptop + np)
 	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(nw)-s.outerArgs/uint32(wordSize)
 	if clearedHook != nil {
 		clearedHook(c, s.cleared)
@@ -817,20 +830,18 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 // never be used.
 func (c *stackChunk) roomFor(t *captureTemplate) {
 	top, ptop := int(c.MemTop), int(c.PtrTop)
-	h := c.mem[top-arch.RecordHeader : top]
+	h := c.memory()[top-arch.RecordHeader : top]
 	top0, ptop0 := top-int(h[5]), ptop-int(h[4]>>32)
-	if need := top0 + t.words + len(t.table) + arch.RecordHeader; need > len(c.mem) {
+	if need := top0 + t.words + len(t.table) + arch.RecordHeader; need > int(c.memLen) {
 		mem := make([]uintptr, need)
-		copy(mem, c.mem[:top])
-		c.mem = mem
-		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
+		copy(mem, c.memory()[:top])
+		c.Mem, c.memLen = unsafe.Pointer(unsafe.SliceData(mem)), uint32(len(mem))
 	}
-	if need := ptop0 + len(t.ptrWords); need > len(c.ptrs) {
+	if need := ptop0 + len(t.ptrWords); need > int(c.ptrsLen) {
 		p := make([]unsafe.Pointer, need)
-		copy(p, c.ptrs[:ptop])
-		c.ptrs = p
-		c.Ptrs = unsafe.Pointer(unsafe.SliceData(p))
-		c.ptrHigh = ptop
+		copy(p, c.pointers()[:ptop])
+		c.Ptrs, c.ptrsLen = unsafe.Pointer(unsafe.SliceData(p)), uint32(len(p))
+		c.ptrHigh = uint32(ptop)
 	}
 }
 
@@ -838,19 +849,17 @@ func (c *stackChunk) roomFor(t *captureTemplate) {
 // pointers above the chunk's tops, doubling its arrays as needed.
 func (c *stackChunk) reserve(words, ptrs int) {
 	top := int(c.MemTop)
-	if need := top + words; need > len(c.mem) {
-		mem := make([]uintptr, max(need, 2*len(c.mem)))
-		copy(mem, c.mem[:top])
-		c.mem = mem
-		c.Mem = unsafe.Pointer(unsafe.SliceData(mem))
+	if need := top + words; need > int(c.memLen) {
+		mem := make([]uintptr, max(need, 2*int(c.memLen)))
+		copy(mem, c.memory()[:top])
+		c.Mem, c.memLen = unsafe.Pointer(unsafe.SliceData(mem)), uint32(len(mem))
 	}
 	ptop := int(c.PtrTop)
-	if need := ptop + ptrs; need > len(c.ptrs) {
-		p := make([]unsafe.Pointer, max(need, 2*len(c.ptrs)))
-		copy(p, c.ptrs[:ptop])
-		c.ptrs = p
-		c.Ptrs = unsafe.Pointer(unsafe.SliceData(p))
-		c.ptrHigh = ptop
+	if need := ptop + ptrs; need > int(c.ptrsLen) {
+		p := make([]unsafe.Pointer, max(need, 2*int(c.ptrsLen)))
+		copy(p, c.pointers()[:ptop])
+		c.Ptrs, c.ptrsLen = unsafe.Pointer(unsafe.SliceData(p)), uint32(len(p))
+		c.ptrHigh = uint32(ptop)
 	}
 }
 
@@ -887,7 +896,7 @@ type region struct {
 }
 
 // sort classifies the live word w of the image: a pointer out of the stack
-// is published in c.ptrs, a pointer into the region becomes a reference
+// is published in the pointers array, a pointer into the region becomes a reference
 // (and the stack object it points into becomes live, its pointer words
 // queued on s.work), and a pointer into the stack outside the region pins
 // the region, which sort reports by returning true.

@@ -41,7 +41,7 @@ func (c *stackChunk) flat() flatChunk {
 		for w := range frameWords {
 			f.words[base+w] = img[w]
 		}
-		ps := c.ptrs[ptop-int(r.np) : ptop]
+		ps := c.pointers()[ptop-int(r.np) : ptop]
 		ptop -= int(r.np)
 		for k, w := range c.ptrAt(r) {
 			f.ptrAt = append(f.ptrAt, base+w)

@@ -13,8 +13,11 @@ import (
 
 const stackCopyBuilt = false
 
-// scCont has what weft.Yield's stack-copying branch names.
-type scCont struct{ chunk stubChunk }
+// scCont has what weft.Yield's stack-copying branch names, and the body.
+type scCont struct {
+	chunk stubChunk
+	body  func()
+}
 
 type stubChunk struct{}
 

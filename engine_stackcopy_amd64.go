@@ -49,9 +49,6 @@ func (c *Cont) scMount(owner any) {
 	c.callerG = arch.G()
 	c.countRun()
 	s := &c.sc
-	if s.body == nil && !s.started {
-		s.body = c.body
-	}
 	slot, prev := gls.Push(&c.local)
 	pushed, normal := true, false
 	defer func() {
@@ -107,9 +104,6 @@ func (c *Cont) scMount(owner any) {
 // Run uses scMount.
 func (c *Cont) scResume() (finished bool) {
 	s := &c.sc
-	if s.body == nil && !s.started {
-		s.body = c.body
-	}
 	for {
 		c.scOnce()
 		if !s.yielded {
@@ -138,7 +132,7 @@ func (c *Cont) scNested() {
 	case pe != nil:
 		// The enclosing region cannot be frozen: thaw c again, and its
 		// Yield returns the reason.
-		s.pinErr = pe
+		s.rareState().pinErr = pe
 	case cancelled:
 		// The parent was abandoned while suspended: c unwinds too.
 		c.state.Store(int32(stCancelling))
@@ -214,12 +208,10 @@ func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 // scEntry is the entry PC of arch.Enter, the boundary of every region.
 var scEntry = arch.EnterPC()
 
-// refused returns why the last scYield did not suspend.
+// refused returns why a capture refused to suspend, err, as a pinning.
 //
 //go:noinline
-func (s *scCont) refused() *errPinned {
-	err := s.err
-	s.err = nil
+func refused(err error) *errPinned {
 	if e, ok := err.(*errPinned); ok {
 		return e
 	}
@@ -231,8 +223,8 @@ func (s *scCont) refused() *errPinned {
 
 //go:noinline
 func (s *scCont) takePinErr() *errPinned {
-	pe := s.pinErr
-	s.pinErr = nil
+	pe := s.rare.pinErr
+	s.rare.pinErr = nil
 	return pe
 }
 

@@ -51,7 +51,7 @@ func (c *Cont) start() {
 		c.local.Locks = rt.CurLockCount()
 		g := gls.Bind(&c.local)
 		defer gls.Unbind(g)
-		c.body()
+		c.sc.body()
 	})
 }
 

@@ -76,7 +76,7 @@ func probeFrames(c *scCont, depth, yields int) (int, error) {
 	if depth == 0 {
 		for i := 0; i < yields; i++ {
 			if !scYield(c) {
-				return 0, c.err
+				return 0, c.refusal()
 			}
 			*p += i
 		}
@@ -104,8 +104,8 @@ func probeRoundTrip() error {
 	c.body = func() { sum, err = probeFrames(&c, depth, yields) }
 	c.run() // runs to the first yield on this goroutine
 	for i := 0; !c.done; i++ {
-		if i > yields || c.err != nil {
-			return fmt.Errorf("the probe did not suspend and resume as expected (%v)", c.err)
+		if i > yields || c.refusal() != nil {
+			return fmt.Errorf("the probe did not suspend and resume as expected (%v)", c.refusal())
 		}
 		done := make(chan struct{})
 		go func() { // thaw on another goroutine

@@ -27,17 +27,12 @@ type scCont struct {
 	chunk stackChunk
 	body  func()
 	host  func() // makeHost's, made on the first resume
-	err   error  // why the last yield could not suspend
 
-	// What the yield returns when it is thawed next: the freeze of an
-	// enclosing continuation failed (pinErr), or the continuation was
-	// abandoned and must unwind (cancel).
-	pinErr *errPinned
+	// rare is what only a refused yield or a panic at the barrier needs,
+	// made the first time: most continuations never need it, and every
+	// parked virtual thread has a continuation.
+	rare *scRare
 
-	// thrown is a panic that crossed the return barrier while frozen
-	// frames still had deferred calls pending: frozenPanic raises it again
-	// in the innermost of them.
-	thrown any
 	// unwound counts the panics and Goexits carried into frozen frames
 	// since the engine last read it.
 	unwound uint32
@@ -49,6 +44,38 @@ type scCont struct {
 	resumed bool // set before a thaw; scYield returns when it sees it
 	done    bool
 	cancel  bool
+}
+
+// scRare is the part of a scCont that only a refused yield or a panic at
+// the return barrier needs.
+type scRare struct {
+	err error // why the last yield could not suspend (scYield)
+
+	// What the yield returns when it is thawed next: the freeze of an
+	// enclosing continuation failed (pinErr), or the continuation was
+	// abandoned and must unwind (scCont.cancel).
+	pinErr *errPinned
+
+	// thrown is a panic that crossed the return barrier while frozen
+	// frames still had deferred calls pending: frozenPanic raises it again
+	// in the innermost of them.
+	thrown any
+}
+
+// rareState returns c.rare, made if need be.
+func (c *scCont) rareState() *scRare {
+	if c.rare == nil {
+		c.rare = new(scRare)
+	}
+	return c.rare
+}
+
+// refusal returns why the last scYield did not suspend, or nil.
+func (c *scCont) refusal() error {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.err
 }
 
 // run runs or resumes c until it yields or its body returns.
@@ -77,7 +104,7 @@ func (c *scCont) prepareThaw() {
 	// Room for the first record, so that Thaw rarely has to grow the
 	// stack itself: a comparison when there is.
 	if top := c.chunk.MemTop; top > 0 {
-		n := uint32(c.chunk.mem[top-2]) // the image words of the last record
+		n := uint32(c.chunk.memory()[top-2]) // the image words of the last record
 		ensureStack(uintptr(n)*wordSize + 8<<10)
 	}
 	c.mode = 0
@@ -133,7 +160,7 @@ func (c *scCont) crossing(finished *bool) {
 	}
 	c.unwound++
 	if r := recover(); r != nil {
-		c.thrown = r
+		c.rareState().thrown = r
 		c.rethrow = true
 		return
 	}
@@ -151,8 +178,8 @@ func (c *scCont) crossing(finished *bool) {
 func frozenPanic() {
 	l := gls.Current()
 	c := l.Owner.(*Cont)
-	v := c.sc.thrown
-	c.sc.thrown = nil
+	v := c.sc.rare.thrown
+	c.sc.rare.thrown = nil
 	panic(v)
 }
 
@@ -180,7 +207,7 @@ func scYield(c *scCont) bool {
 		return true
 	}
 	if err != nil {
-		c.err = err
+		c.rareState().err = err
 		return false
 	}
 	c.yielded = true
@@ -197,14 +224,13 @@ func scYield(c *scCont) bool {
 func (s *scCont) settle(err error) (cancelled bool, pe *errPinned) {
 	if s.resumed {
 		s.resumed = false
-		if s.pinErr != nil {
+		if s.rare != nil && s.rare.pinErr != nil {
 			return false, s.takePinErr()
 		}
 		return s.cancel, nil
 	}
 	if err != nil {
-		s.err = err
-		return false, s.refused()
+		return false, refused(err)
 	}
 	s.yielded = true
 	arch.JumpBack(s.chunk.TopOff)

@@ -30,7 +30,7 @@ func TestStackCopyRoundTrip(t *testing.T) {
 		q := &arr
 		for i := 0; i < 5; i++ {
 			if !scYield(c) {
-				trace = append(trace, "pinned: "+c.err.Error())
+				trace = append(trace, "pinned: "+c.refusal().Error())
 				return
 			}
 			*p += i
@@ -90,8 +90,8 @@ func runToEnd(t *testing.T, c *scCont, max int) {
 		done := make(chan struct{})
 		go func() { defer close(done); c.run() }()
 		<-done
-		if c.err != nil {
-			t.Fatal(c.err)
+		if c.refusal() != nil {
+			t.Fatal(c.refusal())
 		}
 	}
 }
@@ -132,8 +132,8 @@ func TestStackCopyConcurrent(t *testing.T) {
 				sum := 0
 				c.body = func() { scDeep(c, 10+k%20, 5, &sum) }
 				for i := 0; !c.done; i++ {
-					if i > 10 || c.err != nil {
-						errs <- fmt.Errorf("worker %d: %v", w, c.err)
+					if i > 10 || c.refusal() != nil {
+						errs <- fmt.Errorf("worker %d: %v", w, c.refusal())
 						return
 					}
 					done := make(chan struct{})
@@ -185,7 +185,7 @@ func scSmall(c *scCont, depth, yields int) (*capNode, float64, int) {
 	if depth <= 0 {
 		for range yields {
 			if !scYield(c) {
-				panic(c.err)
+				panic(c.refusal())
 			}
 		}
 		for range 8 { // collections while the big frames are frozen shrink this stack
@@ -241,7 +241,7 @@ func scTemplated(c *scCont, rounds int, sawTemplate *bool) int {
 	sum := 0
 	for i := 0; i < rounds; i++ {
 		if !scYield(c) {
-			panic(c.err)
+			panic(c.refusal())
 		}
 		*sawTemplate = *sawTemplate || c.chunk.tmpl != nil
 		runtime.GC()
@@ -291,8 +291,8 @@ func TestCaptureTemplateFallsBack(t *testing.T) {
 			}
 		}()
 		<-done
-		if c.err != nil {
-			t.Fatal(c.err)
+		if c.refusal() != nil {
+			t.Fatal(c.refusal())
 		}
 	}
 	want := 0
@@ -317,7 +317,7 @@ func scTemplatedNil(c *scCont, rounds int, fast *int) int {
 	sum := 0
 	for i := 0; i < rounds; i++ {
 		if !scYield(c) {
-			panic(c.err)
+			panic(c.refusal())
 		}
 		if c.chunk.lastTemplated {
 			*fast++
@@ -389,7 +389,7 @@ func scAlternating(c *scCont, rounds int, fast *int) int {
 			ok = scYieldB(c)
 		}
 		if !ok {
-			panic(c.err)
+			panic(c.refusal())
 		}
 		if c.chunk.lastTemplated {
 			*fast++
@@ -421,11 +421,11 @@ func TestCaptureTemplateAlternating(t *testing.T) {
 }
 
 // Every continuation, and so every virtual thread, carries a Cont: it
-// keeps to the 416-byte size class on the stack-copying backend. A field
+// keeps to the 352-byte size class on the stack-copying backend. A field
 // added must pay for itself.
 func TestContSize(t *testing.T) {
-	if n := unsafe.Sizeof(Cont{}); n > 416 {
-		t.Fatalf("Cont is %d bytes, over its 416-byte budget", n)
+	if n := unsafe.Sizeof(Cont{}); n > 352 {
+		t.Fatalf("Cont is %d bytes, over its 352-byte budget", n)
 	}
 }
 

@@ -103,10 +103,10 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	size := t.words + len(t.table) + arch.RecordHeader
 	np := len(t.ptrWords)
-	if top+size > len(c.mem) || ptop+np > len(c.ptrs) {
+	if top+size > int(c.memLen) || ptop+np > int(c.ptrsLen) {
 		return false
 	}
-	rec := c.mem[top : top+size]
+	rec, all := c.memory()[top:top+size], c.pointers()
 	img := rec[:t.words]
 	lo, gLo, gHi := snapshot(img, base, g)
 	// The saved frame pointers, which the record's tables link again.
@@ -118,7 +118,7 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 		}
 		img[w] = 0
 	}
-	ptrs := c.ptrs[ptop : ptop+np]
+	ptrs := all[ptop : ptop+np]
 	for k, w := range t.ptrWords {
 		if img[w]-gLo < gHi-gLo { // a pointer into the stack
 			clear(ptrs[:k])
@@ -141,10 +141,10 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	}
 	c.MemTop = uintptr(top + size)
 	c.PtrTop = uintptr(ptop + np)
-	if c.ptrHigh > ptop+np {
-		clear(c.ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
+	if int(c.ptrHigh) > ptop+np {
+		clear(all[ptop+np : c.ptrHigh]) // pointers of records thawed since
 	}
-	c.ptrHigh = ptop + np
+	c.ptrHigh = uint32(ptop + np)
 	c.lastFrames, c.lastWords = uint32(t.nf), uint32(t.words)-uint32(t.header[0]>>32)
 	return true
 }

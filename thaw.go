@@ -121,7 +121,6 @@ func (c *Cont) resume() (finished bool) {
 // finish marks c done and drops what it no longer needs.
 func (c *Cont) finish() {
 	c.owner = nil
-	c.body = nil
 	if c.pt != nil {
 		c.pt.next, c.pt.yield = nil, nil
 	}

@@ -94,7 +94,6 @@ type Stats struct {
 type Cont struct {
 	local gls.Local // goroutine-local record; Owner points back here
 	scope *scope.Scope
-	body  func()
 	state atomic.Int32
 	// parentResolved: parentC is known (parent).
 	parentResolved bool
@@ -122,7 +121,7 @@ type Cont struct {
 	pt *portableState
 
 	// sc is the stack-copying backend's state: the frozen frames and how
-	// to thaw them.
+	// to thaw them. Its body is the continuation's on either backend.
 	sc scCont
 
 	runs, yields, pinned      atomic.Uint64
@@ -140,7 +139,8 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 	if body == nil {
 		panic("weft.NewCont: nil body")
 	}
-	c := &Cont{scope: s, body: body}
+	c := &Cont{scope: s}
+	c.sc.body = body
 	c.local.Owner = c
 	return c
 }
@@ -166,7 +166,8 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if st := state(c.state.Load()); st != stDone {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
-	*c = Cont{scope: s, body: body}
+	*c = Cont{scope: s}
+	c.sc.body = body
 	c.local.Owner = c
 }
 
