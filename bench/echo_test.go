@@ -15,14 +15,15 @@ import (
 )
 
 // BenchmarkEcho measures an echo server's throughput: a vnet server with a
-// virtual thread per connection (impl=vthread) against a package net
-// server with a goroutine per connection (impl=goroutine), both echoing
-// with io.Copy. The clients are the same for both: echoClients plain
-// goroutines on package net, each sending echoMsg-byte messages and
-// reading each back before the next. One op is one message's round trip;
+// virtual thread per connection (impl=vthread; impl=vthread-unlocked on
+// carriers not locked to their threads) against a package net server with
+// a goroutine per connection (impl=goroutine), all echoing with io.Copy.
+// The clients are the same for all: echoClients plain goroutines on
+// package net, each sending echoMsg-byte messages and reading each back
+// before the next. One op is one message's round trip;
 // MB/s counts the bytes sent.
 func BenchmarkEcho(b *testing.B) {
-	for _, impl := range []string{"vthread", "goroutine"} {
+	for _, impl := range []string{"vthread", "vthread-unlocked", "goroutine"} {
 		b.Run("impl="+impl, func(b *testing.B) {
 			addr, stop := startEcho(b, impl)
 			defer stop()
@@ -51,8 +52,12 @@ func startEcho(tb testing.TB, impl string) (string, func()) {
 		c.Close()
 	}
 	switch impl {
-	case "vthread":
-		s := newScheduler(scheduler.Options{})
+	case "vthread", "vthread-unlocked":
+		opts := scheduler.Options{}
+		if impl == "vthread-unlocked" {
+			opts.LockOSThread = &unlocked
+		}
+		s := newScheduler(opts)
 		ln, err := vnet.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			tb.Fatal(err)
@@ -136,7 +141,7 @@ func echoLoad(addr string, n int) error {
 // The echo helpers echo every byte on both servers and leave nothing
 // running.
 func TestEchoHelpers(t *testing.T) {
-	for _, impl := range []string{"vthread", "goroutine"} {
+	for _, impl := range []string{"vthread", "vthread-unlocked", "goroutine"} {
 		addr, stop := startEcho(t, impl)
 		if err := echoLoad(addr, 200); err != nil {
 			t.Errorf("%s: %v", impl, err)

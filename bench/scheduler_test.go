@@ -144,10 +144,20 @@ func BenchmarkSkynet(b *testing.B) {
 		run(b, func() int64 { return runSkynetVThread(s, skynetLeaves) })
 		shutdown(s)
 	})
+	b.Run("impl=vthread-unlocked", func(b *testing.B) {
+		s := newScheduler(scheduler.Options{LockOSThread: &unlocked})
+		run(b, func() int64 { return runSkynetVThread(s, skynetLeaves) })
+		shutdown(s)
+	})
 	b.Run("impl=goroutine", func(b *testing.B) {
 		run(b, func() int64 { return runSkynetGoroutine(skynetLeaves) })
 	})
 }
+
+// unlocked is Options.LockOSThread for the impl=vthread-unlocked variants:
+// carriers that are not locked to their OS threads, so that waking one is
+// an ordinary goroutine wake-up rather than a hand-off to its thread.
+var unlocked = false
 
 func nop(ctx context.Context) error { return nil }
 
@@ -185,20 +195,24 @@ func spawnJoinGoroutines(n int) {
 
 // BenchmarkSpawn measures starting one unit that does nothing and waiting
 // for it to finish: a virtual thread started and joined from a goroutine
-// (from=goroutine: the carrier must be woken each time) or from another
-// virtual thread (from=vthread: the child goes on the parent's carrier),
-// against a goroutine started with go and waited for with a WaitGroup.
+// (from=goroutine: the carrier must be woken each time; vthread-unlocked:
+// by carriers not locked to their threads) or from another virtual thread
+// (from=vthread: the child goes on the parent's carrier), against a
+// goroutine started with go and waited for with a WaitGroup.
 func BenchmarkSpawn(b *testing.B) {
-	vthreads := func(b *testing.B, spawn func(*scheduler.Scheduler, int)) {
-		s := newScheduler(scheduler.Options{})
+	vthreads := func(b *testing.B, opts scheduler.Options, spawn func(*scheduler.Scheduler, int)) {
+		s := newScheduler(opts)
 		b.ReportAllocs()
 		b.ResetTimer()
 		spawn(s, b.N)
 		b.StopTimer()
 		shutdown(s)
 	}
-	b.Run("impl=vthread/from=goroutine", func(b *testing.B) { vthreads(b, spawnJoinVThreads) })
-	b.Run("impl=vthread/from=vthread", func(b *testing.B) { vthreads(b, spawnJoinVThreadsInside) })
+	b.Run("impl=vthread/from=goroutine", func(b *testing.B) { vthreads(b, scheduler.Options{}, spawnJoinVThreads) })
+	b.Run("impl=vthread/from=vthread", func(b *testing.B) { vthreads(b, scheduler.Options{}, spawnJoinVThreadsInside) })
+	b.Run("impl=vthread-unlocked/from=goroutine", func(b *testing.B) {
+		vthreads(b, scheduler.Options{LockOSThread: &unlocked}, spawnJoinVThreads)
+	})
 	b.Run("impl=goroutine/from=goroutine", func(b *testing.B) {
 		b.ReportAllocs()
 		spawnJoinGoroutines(b.N)

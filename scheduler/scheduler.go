@@ -62,6 +62,12 @@ type Options struct {
 	// locks carriers on the stack-copying backend and not on the portable
 	// one, whose continuations must be resumed under the thread locking
 	// they were first run under (docs/limitations.md).
+	//
+	// Waking a locked carrier that sleeps hands a P to its thread, which
+	// costs tens of microseconds where an unlocked carrier wakes as any
+	// goroutine does: a scheduler whose virtual threads are mostly started
+	// or woken by plain goroutines runs faster unlocked (false), unless it
+	// binds carriers to CPUs (docs/benchmarks.md has the numbers).
 	LockOSThread *bool
 	// Deterministic runs one carrier that picks the next runnable virtual
 	// thread with a random generator seeded by Seed, and gives Sleep and
