@@ -185,7 +185,8 @@ func (c *Cont) IsDone() bool {
 func (c *Cont) Owner() any { return c.owner }
 
 // Stats returns a snapshot of the continuation's counters. It is safe to
-// call from any goroutine at any time.
+// call from any goroutine at any time, except concurrently with Reset
+// (which starts c's counters again and must not overlap any use of c).
 func (c *Cont) Stats() Stats {
 	return Stats{
 		Runs:   c.runs.Load(),

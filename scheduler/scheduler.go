@@ -632,7 +632,9 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	vt.fn = nil   // nor what fn holds, if it never ran
 	if cont := vt.cont; c != nil && cont.IsDone() {
 		// Nothing else refers to the record: keep it for the next
-		// virtual thread started on c.
+		// virtual thread started on c. (IsDone also holds for a record
+		// abandoned while suspended and still unwinding, which Reset
+		// refuses; the scheduler never abandons one.)
 		vt.cont = nil
 		if len(c.free) < maxFree {
 			c.free = append(c.free, cont)
