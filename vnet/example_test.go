@@ -35,7 +35,7 @@ func Example() {
 			}
 			s.Go(func(ctx context.Context) error {
 				defer c.Close()
-				_, err := io.Copy(c, c) // until the client's CloseWrite
+				_, err := io.Copy(c, c) // splice(2), until the client's CloseWrite
 				c.(*vnet.Conn).CloseWrite()
 				return err
 			})

@@ -10,6 +10,10 @@ func ParkCounts() (reads, writes uint64) {
 	return stats.readParks.Load(), stats.writeParks.Load()
 }
 
+// Spliced returns how many bytes ReadFrom and WriteTo have moved with
+// splice(2).
+func Spliced() uint64 { return stats.spliced.Load() }
+
 // PollerActive reports whether a poller is running (some socket is open).
 func PollerActive() bool {
 	pollMu.Lock()

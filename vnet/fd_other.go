@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"time"
@@ -35,3 +36,14 @@ func (*netFD) write(p []byte) (int, error)                     { return 0, errUn
 func (*netFD) close() error                                    { return errUnsupported }
 func (*netFD) shutdown(how int) error                          { return errUnsupported }
 func (*netFD) setDeadline(t time.Time, read, write bool) error { return errUnsupported }
+
+func (*netFD) control(f func(fd uintptr)) error       { return errUnsupported }
+func (*netFD) rawRead(f func(fd uintptr) bool) error  { return errUnsupported }
+func (*netFD) rawWrite(f func(fd uintptr) bool) error { return errUnsupported }
+func (*netFD) setNoDelay(on bool) error               { return errUnsupported }
+func (*netFD) setKeepAlive(on bool) error             { return errUnsupported }
+func (*netFD) setKeepAliveIdle(d time.Duration) error { return errUnsupported }
+func (*netFD) setLinger(sec int) error                { return errUnsupported }
+func (*netFD) setReadBuffer(bytes int) error          { return errUnsupported }
+func (*netFD) setWriteBuffer(bytes int) error         { return errUnsupported }
+func (*Conn) readFrom(io.Reader) (int64, bool, error) { return 0, false, nil }

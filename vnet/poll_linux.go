@@ -53,12 +53,14 @@ var (
 	active atomic.Pointer[poller]
 )
 
-// stats counts the times operations parked, when countParks is set (by
-// the tests, before anything runs: a global counter would be contended).
+// stats counts the times operations parked, and the bytes splice moved,
+// when countParks is set (by the tests, before anything runs: a global
+// counter would be contended).
 var (
 	countParks bool
 	stats      struct {
 		readParks, writeParks atomic.Uint64
+		spliced               atomic.Uint64
 	}
 )
 

@@ -25,6 +25,14 @@
 // never blocks in epoll_wait, which would hold a thread and make the
 // runtime hand processors back and forth at every event.
 //
+// # Beyond net.Conn
+//
+// Like a *net.TCPConn, a *Conn has ReadFrom and WriteTo, so that io.Copy
+// and io.CopyN between two connections move the bytes with splice(2),
+// without copying them through user memory; SyscallConn, for raw access
+// to the socket; and the TCP options (SetNoDelay, SetKeepAlive, SetLinger
+// and the others).
+//
 // # Deadlines, Close and shutdown
 //
 // SetDeadline, SetReadDeadline and SetWriteDeadline follow net.Conn: an
