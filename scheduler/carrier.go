@@ -178,6 +178,7 @@ func (c *carrier) compact() {
 func (c *carrier) next() *VThread {
 	s := c.s
 	if d := s.det; d != nil {
+		d.fireContexts()
 		return d.pop()
 	}
 	if vt := c.pop(); vt != nil {
@@ -186,10 +187,14 @@ func (c *carrier) next() *VThread {
 	if vt := s.popGlobal(); vt != nil {
 		return vt
 	}
+	// Every other carrier, from the next one round; a compensation
+	// carrier, which is not among them, looks at all of them.
 	n := len(s.carriers)
-	for i := 1; i < n; i++ {
-		if vt := s.carriers[(c.id+i)%n].steal(); vt != nil {
-			return vt
+	for i := 1; i <= n; i++ {
+		if o := s.carriers[(c.id+i)%n]; o != c {
+			if vt := o.steal(); vt != nil {
+				return vt
+			}
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -18,6 +19,78 @@ type detState struct {
 	now    time.Duration // since the scheduler's epoch
 	timers timerHeap
 	seq    uint64
+	// watches are the contexts virtual threads wait on, in the order
+	// the waits began (watchContext).
+	watches []*ctxWatch
+}
+
+// ctxWatch is a deterministic scheduler's watch on a context: f runs on
+// the carrier at its first scheduling decision after ctx has ended, so a
+// cancellation by one of the scheduler's virtual threads (a Group's, say)
+// takes effect at the same point of every run with the same seed.
+// context.AfterFunc would run f on a goroutine of its own, whenever the Go
+// runtime gets to it.
+type ctxWatch struct {
+	ctx  context.Context
+	f    func()
+	done bool        // fired or stopped; under detState.mu
+	wake func() bool // stops the context.AfterFunc that wakes the carrier
+}
+
+// watchContext arranges for f to run once ctx ends, as
+// context.AfterFunc(ctx, f) does, and returns a function that stops it
+// and reports whether it did. In deterministic mode f runs on the carrier
+// (see ctxWatch); a context cancelled from outside the scheduler wakes the
+// idle carrier to run it.
+func (s *Scheduler) watchContext(ctx context.Context, f func()) (stop func() bool) {
+	d := s.det
+	if d == nil {
+		return context.AfterFunc(ctx, f)
+	}
+	w := &ctxWatch{ctx: ctx, f: f}
+	d.mu.Lock()
+	d.watches = append(d.watches, w)
+	d.mu.Unlock()
+	w.wake = context.AfterFunc(ctx, s.wakeOne)
+	return func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if w.done {
+			return false
+		}
+		w.done = true
+		w.wake()
+		return true
+	}
+}
+
+// fireContexts runs, in the order the waits began, the watches whose
+// contexts have ended, and drops the ones that are done.
+func (d *detState) fireContexts() {
+	d.mu.Lock()
+	if len(d.watches) == 0 {
+		d.mu.Unlock()
+		return
+	}
+	var due []*ctxWatch
+	keep := d.watches[:0]
+	for _, w := range d.watches {
+		switch {
+		case w.done:
+		case w.ctx.Err() != nil:
+			w.done = true
+			due = append(due, w)
+		default:
+			keep = append(keep, w)
+		}
+	}
+	clear(d.watches[len(keep):])
+	d.watches = keep
+	d.mu.Unlock()
+	for _, w := range due {
+		w.wake()
+		w.f()
+	}
 }
 
 func (d *detState) push(vt *VThread) {
@@ -72,7 +145,7 @@ func (d *detState) afterFunc(dur time.Duration, f func()) *vtimer {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.seq++
-	t := &vtimer{when: d.now + dur, seq: d.seq, f: f, d: d}
+	t := &vtimer{when: d.now + max(dur, 0), seq: d.seq, f: f, d: d} // the clock never goes back
 	heap.Push(&d.timers, t)
 	return t
 }

@@ -237,13 +237,16 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 	if fn == nil {
 		panic("scheduler.Go: nil function")
 	}
+	// Counted live before the check, so that Shutdown, which sets closing
+	// before it reads live, either waits for this one or is seen.
+	s.live.Add(1)
 	if s.closing.Load() {
+		s.dropLive()
 		return nil, ErrClosed
 	}
 	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g, fn: fn}
 	vt.ctx = vtContext{parent}
 	vt.cont = s.newCont()
-	s.live.Add(1)
 	vt.state.Store(vtQueued)
 	s.ready(vt, true)
 	return vt, nil
@@ -426,6 +429,19 @@ func (vt *VThread) addJoiner() *waiter {
 	return w
 }
 
+// dropJoiner takes w off vt's joiners, if its wait ended before vt did
+// (finish takes them all off otherwise).
+func (vt *VThread) dropJoiner(w *waiter) {
+	vt.joinMu.Lock()
+	for p := &vt.joinq; *p != nil; p = &(*p).next {
+		if *p == w {
+			*p, w.next = w.next, nil
+			break
+		}
+	}
+	vt.joinMu.Unlock()
+}
+
 // Wait is Join with a context: it returns ctx.Err() if ctx ends first.
 func (vt *VThread) Wait(ctx context.Context) error {
 	if vt.finished() {
@@ -433,9 +449,10 @@ func (vt *VThread) Wait(ctx context.Context) error {
 	}
 	if Current() != nil {
 		if w := vt.addJoiner(); w != nil {
-			stop := context.AfterFunc(ctx, func() { w.wake() })
+			stop := vt.s.watchContext(ctx, func() { w.wake() })
 			w.wait()
 			stop()
+			vt.dropJoiner(w)
 		}
 	} else {
 		select {
@@ -505,6 +522,9 @@ func (vt *VThread) Unpark() { vt.unparkOn(nil) }
 // thread, or by anyone else with c nil: c queues vt if it makes it
 // runnable.
 func (vt *VThread) unparkOn(c *carrier) {
+	if c != nil && c.s != vt.s {
+		c = nil // a carrier of another scheduler: vt's own must run it
+	}
 	vt.permit.Store(true)
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
@@ -668,6 +688,12 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		}
 		w = next
 	}
+	s.dropLive()
+}
+
+// dropLive counts a virtual thread out; the last one out after Shutdown or
+// Close began lets them and the carriers finish.
+func (s *Scheduler) dropLive() {
 	if s.live.Add(-1) == 0 && s.closing.Load() {
 		s.doneOne.Do(func() { close(s.allDone) })
 		s.wakeAll()
@@ -680,8 +706,10 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 // still running and returns ctx.Err() without waiting further, as
 // http.Server.Shutdown does: the carriers exit once the last of them has
 // finished. Cancelling a context does not interrupt a Park, so a virtual
-// thread must watch its context to be cancelled.
+// thread must watch its context to be cancelled. Called from one of s's
+// own virtual threads, which it would wait for, it panics.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.notFromOwn("Shutdown")
 	s.closing.Store(true)
 	if s.live.Load() == 0 {
 		s.doneOne.Do(func() { close(s.allDone) })
@@ -699,9 +727,19 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// notFromOwn panics if a virtual thread of s calls its method op, which
+// would wait for that virtual thread to finish.
+func (s *Scheduler) notFromOwn(op string) {
+	if vt := Current(); vt != nil && vt.s == s {
+		panic("scheduler." + op + ": called from one of the scheduler's own virtual threads, which it would wait for forever; call it from a plain goroutine (or another scheduler's virtual thread)")
+	}
+}
+
 // Close cancels every virtual thread's context, waits for them all to
-// finish, and stops the carriers.
+// finish, and stops the carriers. Called from one of s's own virtual
+// threads, which it would wait for, it panics.
 func (s *Scheduler) Close() error {
+	s.notFromOwn("Close")
 	s.closing.Store(true)
 	s.cancel()
 	if s.live.Load() == 0 {

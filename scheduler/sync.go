@@ -39,7 +39,11 @@ func await(w *waiter, ctx context.Context, d time.Duration) bool {
 	}
 	var stop func() bool
 	if ctx != nil && ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { expire(w) })
+		if w.vt != nil {
+			stop = w.vt.s.watchContext(ctx, func() { expire(w) })
+		} else {
+			stop = context.AfterFunc(ctx, func() { expire(w) })
+		}
 	}
 	w.waitFor(d)
 	if stop != nil {
