@@ -19,6 +19,12 @@ type scCont struct {
 	body  func()
 }
 
+// finished drops the body.
+func (s *scCont) finished(keep bool) { *s = scCont{} }
+
+// kept is nothing to keep.
+func (s *scCont) kept() scCont { return scCont{} }
+
 type stubChunk struct{}
 
 func (*stubChunk) capture(uintptr) error        { panic(noStackCopy) }

@@ -46,6 +46,41 @@ type scCont struct {
 	cancel  bool
 }
 
+// maxKeptArrays bounds the bytes of stack-chunk arrays that a finished
+// record keeps for a Reset: a record that froze a deep stack once gives
+// its arrays back, rather than holding them for bodies that may never
+// need them.
+const maxKeptArrays = 2 << 10
+
+// finished drops what the record of a finished continuation no longer
+// needs: everything, or with keep everything but the chunk's arrays (if
+// at most maxKeptArrays bytes), emptied of every pointer they held, and
+// the host closure, for kept.
+func (c *scCont) finished(keep bool) {
+	k, host := c.chunk, c.host
+	*c = scCont{}
+	if !keep || (uintptr(k.memLen)+uintptr(k.ptrsLen))*wordSize > maxKeptArrays {
+		return
+	}
+	// Frames still frozen when the body ended (a panic that left them
+	// with nothing deferred) and records thawed since the last capture
+	// both leave pointers there.
+	clear(k.pointers()[:max(uint32(k.PtrTop), k.ptrHigh)])
+	c.chunk.Mem, c.chunk.memLen = k.Mem, k.memLen
+	c.chunk.Ptrs, c.chunk.ptrsLen = k.Ptrs, k.ptrsLen
+	c.host = host
+}
+
+// kept returns what a Reset carries over from a finished record: its
+// chunk's empty arrays and its host closure, if finished kept them.
+func (c *scCont) kept() scCont {
+	var s scCont
+	s.chunk.Mem, s.chunk.memLen = c.chunk.Mem, c.chunk.memLen
+	s.chunk.Ptrs, s.chunk.ptrsLen = c.chunk.Ptrs, c.chunk.ptrsLen
+	s.host = c.host
+	return s
+}
+
 // scRare is the part of a scCont that only a refused yield or a panic at
 // the return barrier needs.
 type scRare struct {

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/scope"
 )
 
 // A body frozen at each yield and thawed on a new goroutine every time:
@@ -485,3 +486,74 @@ func TestCaptureTemplateStackGrowth(t *testing.T) {
 	}
 	t.Logf("the stack moved %d times during templateAt", moves)
 }
+
+// resetDeep recurses depth frames, each holding a heap pointer, and
+// yields at the bottom; then it panics there if boom is set, with frames
+// still frozen below the barrier and nothing deferred in them.
+//
+//go:noinline
+func resetDeep(s *scope.Scope, depth int, boom bool) int {
+	h := &capNode{v: depth}
+	if depth == 0 {
+		if _, perr := Yield(s); perr != nil {
+			panic(perr)
+		}
+		if boom {
+			panic("boom")
+		}
+		return h.v
+	}
+	return resetDeep(s, depth-1, boom) + h.v
+}
+
+// A record that has been Reset keeps its chunk's arrays and its host
+// closure when its body ends, with no pointer left in them, whether the
+// body returned or panicked with frames still frozen; the next body after
+// a Reset freezes into the same arrays.
+func TestResetKeepsArrays(t *testing.T) {
+	if !useStackCopy {
+		t.Skip("the stack-copying backend is not active")
+	}
+	s := scope.New("reset-keeps")
+	c := NewCont(s, func() {})
+	c.Run(nil) // a record's first body keeps nothing: it is not yet reused
+	if c.sc.chunk.Mem != nil || c.sc.host != nil {
+		t.Fatal("a record that was never reset kept its arrays")
+	}
+	for round := range 6 {
+		boom := round%2 == 1
+		c.Reset(s, func() { resetDeep(s, 20, boom) })
+		c.Run(nil) // to the yield
+		mem, ptrs := c.sc.chunk.Mem, c.sc.chunk.Ptrs
+		if round >= 1 && (mem != prevMem || ptrs != prevPtrs) {
+			t.Fatalf("round %d: the body froze into new arrays, not the kept ones", round)
+		}
+		prevMem, prevPtrs = mem, ptrs
+		func() {
+			defer func() {
+				if r := recover(); (r != nil) != boom {
+					t.Fatalf("round %d: recovered %v", round, r)
+				}
+			}()
+			c.Run(nil) // thaws the top frames only; the rest stay frozen
+		}()
+		if !c.IsDone() {
+			t.Fatalf("round %d: the body did not end", round)
+		}
+		k := &c.sc.chunk
+		if k.Mem != mem || k.Ptrs != ptrs || c.sc.host == nil {
+			t.Fatalf("round %d: the ended record did not keep its arrays and host", round)
+		}
+		if k.MemTop != 0 || k.PtrTop != 0 || k.ptrHigh != 0 {
+			t.Fatalf("round %d: the kept chunk is not empty: tops %d, %d, high %d", round, k.MemTop, k.PtrTop, k.ptrHigh)
+		}
+		for i, p := range k.pointers() {
+			if p != nil {
+				t.Fatalf("round %d: the kept pointers array still holds %p at %d", round, p, i)
+			}
+		}
+		runtime.GC()
+	}
+}
+
+var prevMem, prevPtrs unsafe.Pointer

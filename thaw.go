@@ -125,6 +125,6 @@ func (c *Cont) finish() {
 		c.pt.next, c.pt.yield = nil, nil
 	}
 	c.target, c.child, c.parentC = nil, nil, nil
-	c.sc = scCont{}
+	c.sc.finished(c.reused)
 	c.state.Store(int32(stDone))
 }

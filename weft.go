@@ -97,6 +97,9 @@ type Cont struct {
 	state atomic.Int32
 	// parentResolved: parentC is known (parent).
 	parentResolved bool
+	// reused: the record has been Reset, and is likely to be again, so
+	// its body's end keeps the stack chunk's arrays (scCont.finished).
+	reused bool
 
 	// owner is the API-level handle of the continuation while it is
 	// mounted, and nil otherwise, so that a suspended continuation's body
@@ -149,7 +152,10 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 // delimited by s, as NewCont(s, body) would make, reusing c's record: an
 // executor that starts many short continuations keeps the records of the
 // finished ones instead of allocating one per start. Its counters start
-// again from zero.
+// again from zero. A record that has been reset once keeps, when its body
+// ends, the arrays its frames were frozen into (up to 2 KiB) and its
+// return-barrier closure, so that the next body after a Reset does not
+// allocate them again.
 //
 // The caller must hold c exclusively: c's old identity ends at Reset, and
 // nothing may use c as the continuation it was (Run, Stats, Owner) after
@@ -166,7 +172,9 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if st := state(c.state.Load()); st != stDone {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
-	*c = Cont{scope: s}
+	kept := c.sc.kept()
+	*c = Cont{scope: s, reused: true}
+	c.sc = kept
 	c.sc.body = body
 	c.local.Owner = c
 }
