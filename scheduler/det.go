@@ -47,11 +47,10 @@ func (s *Scheduler) watchContext(ctx context.Context, f func()) (stop func() boo
 	if d == nil {
 		return context.AfterFunc(ctx, f)
 	}
-	w := &ctxWatch{ctx: ctx, f: f}
+	w := &ctxWatch{ctx: ctx, f: f, wake: context.AfterFunc(ctx, s.wakeOne)}
 	d.mu.Lock()
 	d.watches = append(d.watches, w)
 	d.mu.Unlock()
-	w.wake = context.AfterFunc(ctx, s.wakeOne)
 	return func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()

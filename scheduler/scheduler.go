@@ -447,9 +447,9 @@ func (vt *VThread) Wait(ctx context.Context) error {
 	if vt.finished() {
 		return vt.err
 	}
-	if Current() != nil {
+	if cur := Current(); cur != nil {
 		if w := vt.addJoiner(); w != nil {
-			stop := vt.s.watchContext(ctx, func() { w.wake() })
+			stop := cur.s.watchContext(ctx, func() { w.wake() }) // the waiter's scheduler's
 			w.wait()
 			stop()
 			vt.dropJoiner(w)
@@ -649,7 +649,6 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		g.childEnded(vt)
 	}
 	vt.node = nil // a handle kept after the end keeps no channel node
-	vt.fn = nil   // nor what fn holds, if it never ran
 	if cont := vt.cont; c != nil && cont.IsDone() {
 		// Nothing else refers to the record: keep it for the next
 		// virtual thread started on c. (IsDone also holds for a record
