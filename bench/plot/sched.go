@@ -32,6 +32,11 @@ var schedRows = []schedRow{
 	{"Chan ping-pong", "BenchmarkChanPingPong/impl=vthread", "BenchmarkChanPingPong/impl=goroutine", "ns/op"},
 	{"spawn + join, in a vthread", "BenchmarkSpawn/impl=vthread/from=vthread", "BenchmarkSpawn/impl=goroutine/from=goroutine", "ns/op"},
 	{"spawn + join, from a goroutine", "BenchmarkSpawn/impl=vthread/from=goroutine", "BenchmarkSpawn/impl=goroutine/from=goroutine", "ns/op"},
+	// The same with carriers not locked to their threads (absent from
+	// older recordings, and then left out).
+	{"skynet, unlocked carriers", "BenchmarkSkynet/impl=vthread-unlocked", "BenchmarkSkynet/impl=goroutine", "ns/op"},
+	{"echo, unlocked carriers", "BenchmarkEcho/impl=vthread-unlocked", "BenchmarkEcho/impl=goroutine", "ns/op"},
+	{"spawn from goroutine, unlocked", "BenchmarkSpawn/impl=vthread-unlocked/from=goroutine", "BenchmarkSpawn/impl=goroutine/from=goroutine", "ns/op"},
 }
 
 // benchSamples holds every value of every unit of every benchmark, by
