@@ -119,7 +119,9 @@ const maxSplice = 64 << 10
 // splice copies up to remain bytes (all, if remain < 0) from src to dst in
 // the kernel, through a pipe, until src reaches its end: splice(2) from
 // src's socket into the pipe, then from the pipe into dst's, parking on
-// whichever socket is not ready. handled is false, with nothing copied, if
+// whichever socket is not ready; bytes read from src that dst then fails
+// to take are lost, as with package net's splice. handled is false, with
+// nothing copied, if
 // the kernel will not splice these sockets; the caller then copies
 // through a buffer. A failure on src is reported in srcErr, one on dst in
 // dstErr, so that the caller can say which connection failed.
@@ -142,16 +144,16 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 	}
 	handled = true
 	for remain != 0 {
-		max := maxSplice
-		if remain > 0 && remain < int64(max) {
-			max = int(remain)
+		chunk := maxSplice
+		if remain > 0 && remain < int64(chunk) {
+			chunk = int(remain)
 		}
 		// src into the pipe, which is empty: EAGAIN is src's.
 		if srcErr = spd.check(&spd.r); srcErr != nil {
 			break
 		}
 		seq := spd.r.seq.Load()
-		n, err := unix.Splice(spd.fd, nil, p[1], nil, max, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		n, err := unix.Splice(spd.fd, nil, p[1], nil, chunk, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 		if err == unix.EINTR {
 			continue
 		}
