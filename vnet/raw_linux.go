@@ -175,7 +175,7 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 			break // src's end
 		}
 		// The pipe into dst, until it is empty.
-		for inPipe := n; inPipe > 0; {
+		for inPipe := int64(n); inPipe > 0; { // n is an int on 32-bit systems
 			if dstErr = dpd.check(&dpd.w); dstErr != nil {
 				break
 			}
@@ -194,14 +194,14 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 				dstErr = os.NewSyscallError("splice", err)
 				break
 			}
-			inPipe -= m
-			written += m
+			inPipe -= int64(m)
+			written += int64(m)
 		}
 		if dstErr != nil {
 			break
 		}
 		if remain > 0 {
-			remain -= n
+			remain -= int64(n)
 		}
 	}
 	if countParks {
