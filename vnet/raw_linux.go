@@ -59,18 +59,22 @@ func (fd *netFD) rawOp(d *dir, f func(fd uintptr) bool) error {
 	return err
 }
 
-// setsockopt sets an integer socket option.
-func (fd *netFD) setsockopt(level, opt, value int) error {
+// sockopt calls set with the socket's descriptor, which stays open until
+// it returns, and wraps its error.
+func (fd *netFD) sockopt(set func(s int) error) error {
 	var err error
-	if cerr := fd.control(func(s uintptr) {
-		err = unix.SetsockoptInt(int(s), level, opt, value)
-	}); cerr != nil {
+	if cerr := fd.control(func(s uintptr) { err = set(int(s)) }); cerr != nil {
 		return cerr
 	}
 	if err != nil {
 		return os.NewSyscallError("setsockopt", err)
 	}
 	return nil
+}
+
+// setsockopt sets an integer socket option.
+func (fd *netFD) setsockopt(level, opt, value int) error {
+	return fd.sockopt(func(s int) error { return unix.SetsockoptInt(s, level, opt, value) })
 }
 
 func (fd *netFD) setNoDelay(on bool) error {
@@ -92,16 +96,7 @@ func (fd *netFD) setLinger(sec int) error {
 	if sec >= 0 {
 		l.Onoff, l.Linger = 1, int32(sec)
 	}
-	var err error
-	if cerr := fd.control(func(s uintptr) {
-		err = unix.SetsockoptLinger(int(s), unix.SOL_SOCKET, unix.SO_LINGER, &l)
-	}); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return os.NewSyscallError("setsockopt", err)
-	}
-	return nil
+	return fd.sockopt(func(s int) error { return unix.SetsockoptLinger(s, unix.SOL_SOCKET, unix.SO_LINGER, &l) })
 }
 
 func (fd *netFD) setReadBuffer(bytes int) error {
