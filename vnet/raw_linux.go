@@ -12,7 +12,9 @@ import (
 // This file is what a net.TCPConn offers beyond net.Conn: raw access to
 // the socket (syscall.RawConn), socket options, and the splice(2) path
 // io.Copy takes between two connections. Like read and write, the
-// functions that may park have no defer statements (see waiter).
+// functions that may park have no defer statements (see waiter), but for
+// the ones that call a function of the user's, which may panic: a
+// reference it left behind would make a later Close wait forever.
 
 // control runs f with the socket's descriptor, which stays open until f
 // returns.
@@ -21,8 +23,8 @@ func (fd *netFD) control(f func(fd uintptr)) error {
 	if err := pd.incref(); err != nil {
 		return err
 	}
+	defer pd.decref() // if f panics too
 	f(uintptr(pd.fd))
-	pd.decref()
 	runtime.KeepAlive(fd)
 	return nil
 }
@@ -41,6 +43,7 @@ func (fd *netFD) rawOp(d *dir, f func(fd uintptr) bool) error {
 	if err := pd.incref(); err != nil {
 		return err
 	}
+	defer pd.decref() // if f panics too
 	var err error
 	for {
 		if err = pd.check(d); err != nil {
@@ -54,7 +57,6 @@ func (fd *netFD) rawOp(d *dir, f func(fd uintptr) bool) error {
 			break
 		}
 	}
-	pd.decref()
 	runtime.KeepAlive(fd)
 	return err
 }
@@ -115,28 +117,19 @@ const maxSplice = 64 << 10
 // the kernel, through a pipe, until src reaches its end: splice(2) from
 // src's socket into the pipe, then from the pipe into dst's, parking on
 // whichever socket is not ready; bytes read from src that dst then fails
-// to take are lost, as with package net's splice. handled is false, with
-// nothing copied, if
-// the kernel will not splice these sockets; the caller then copies
-// through a buffer. A failure on src is reported in srcErr, one on dst in
-// dstErr, so that the caller can say which connection failed.
+// to take are lost, as with package net's splice. It holds a reference to
+// each socket only while it uses that one, as package net does: closing
+// either wakes a splice parked on it, and does not wait for one parked on
+// the other. handled is false, with nothing copied, if the kernel will
+// not splice these sockets; the caller then copies through a buffer. A
+// failure on src is reported in srcErr, one on dst in dstErr, so that the
+// caller can say which connection failed.
 func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr, dstErr error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
 		return 0, false, nil, nil
 	}
 	spd, dpd := src.pd, dst.pd
-	if err := spd.incref(); err != nil {
-		unix.Close(p[0])
-		unix.Close(p[1])
-		return 0, true, err, nil
-	}
-	if err := dpd.incref(); err != nil {
-		spd.decref()
-		unix.Close(p[0])
-		unix.Close(p[1])
-		return 0, true, nil, err
-	}
 	handled = true
 	for remain != 0 {
 		chunk := maxSplice
@@ -144,20 +137,28 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 			chunk = int(remain)
 		}
 		// src into the pipe, which is empty: EAGAIN is src's.
+		if srcErr = spd.incref(); srcErr != nil {
+			break
+		}
 		if srcErr = spd.check(&spd.r); srcErr != nil {
+			spd.decref()
 			break
 		}
 		seq := spd.r.seq.Load()
 		n, err := unix.Splice(spd.fd, nil, p[1], nil, chunk, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 		if err == unix.EINTR {
+			spd.decref()
 			continue
 		}
 		if err == unix.EAGAIN {
-			if srcErr = spd.wait(&spd.r, seq, nil); srcErr != nil {
+			srcErr = spd.wait(&spd.r, seq, nil)
+			spd.decref()
+			if srcErr != nil {
 				break
 			}
 			continue
 		}
+		spd.decref()
 		if err != nil {
 			if written == 0 && (err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP) {
 				handled = false // nothing moved: the caller copies instead
@@ -170,6 +171,9 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 			break // src's end
 		}
 		// The pipe into dst, until it is empty.
+		if dstErr = dpd.incref(); dstErr != nil {
+			break
+		}
 		for inPipe := int64(n); inPipe > 0; { // n is an int on 32-bit systems
 			if dstErr = dpd.check(&dpd.w); dstErr != nil {
 				break
@@ -192,6 +196,7 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 			inPipe -= int64(m)
 			written += int64(m)
 		}
+		dpd.decref()
 		if dstErr != nil {
 			break
 		}
@@ -202,8 +207,6 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 	if countParks {
 		stats.spliced.Add(uint64(written))
 	}
-	dpd.decref()
-	spd.decref()
 	unix.Close(p[0])
 	unix.Close(p[1])
 	runtime.KeepAlive(src)

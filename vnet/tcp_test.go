@@ -375,3 +375,97 @@ func TestListenerSyscallConn(t *testing.T) {
 		}
 	})
 }
+
+// A two-way proxy in which each direction copies and then closes both
+// connections tears down when one end leaves while the other stays
+// silent: a splice holds a reference to each socket only while it uses
+// it, so closing the one it is not parked on does not wait for it (it
+// did, and the proxy deadlocked).
+func TestSpliceProxyTeardown(t *testing.T) {
+	modes(t, func(t *testing.T, r runner) {
+		client, pin := pair(t)
+		pout, server := pair(t)
+		closeBoth := func() { pin.Close(); pout.Close() }
+		up := r.start(t, func() error { io.Copy(pout, pin); closeBoth(); return nil })
+		down := r.start(t, func() error { io.Copy(pin, pout); closeBoth(); return nil })
+		client.Write([]byte("hello"))
+		if _, err := io.ReadFull(server, make([]byte, 5)); err != nil {
+			t.Fatal(err)
+		}
+		client.Close() // the client leaves; the server stays silent
+		done := make(chan struct{})
+		go func() { up(); down(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			server.Close()
+			<-done
+			t.Fatal("the proxy did not tear down: a Close waited for a splice parked on the other connection")
+		}
+	})
+}
+
+// Closing a splice's destination while it waits for its source returns at
+// once; the splice fails with net.ErrClosed when the source next has data.
+func TestSpliceCloseOther(t *testing.T) {
+	modes(t, func(t *testing.T, r runner) {
+		a, b := pair(t) // b is the source; a writes only at the end
+		c, _ := pair(t)
+		wait := r.start(t, func() error {
+			n, err := c.ReadFrom(b)
+			if !errors.Is(err, net.ErrClosed) || n != 0 {
+				return fmt.Errorf("ReadFrom = %d, %v; want net.ErrClosed", n, err)
+			}
+			return nil
+		})
+		time.Sleep(20 * time.Millisecond) // most likely parked on b by now
+		done := make(chan error, 1)
+		go func() { done <- c.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			a.Write([]byte("x"))
+			<-done
+			t.Error("closing the destination waited for the splice parked on the source")
+		}
+		a.Write([]byte("x"))
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A function given to the raw connection that panics leaves no reference
+// behind: Close after a recovered panic returns.
+func TestSyscallConnPanic(t *testing.T) {
+	modes(t, func(t *testing.T, r runner) {
+		_, b := pair(t)
+		err := r.start(t, func() error {
+			rc, _ := b.SyscallConn()
+			for _, op := range []func() error{
+				func() error { return rc.Control(func(uintptr) { panic("control") }) },
+				func() error { return rc.Read(func(uintptr) bool { panic("read") }) },
+				func() error { return rc.Write(func(uintptr) bool { panic("write") }) },
+			} {
+				func() {
+					defer func() { recover() }()
+					op()
+				}()
+			}
+			done := make(chan error, 1)
+			go func() { done <- b.Close() }()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(5 * time.Second):
+				return errors.New("Close hangs after a panic in a raw connection's function")
+			}
+		})()
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
