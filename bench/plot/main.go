@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"html"
@@ -102,43 +101,28 @@ type key struct {
 // parse reads raw benchmark output and collects the ns/op of every
 // bench/impl=I/depth=D result.
 func parse(r io.Reader, bench string) (*data, error) {
-	d := &data{samples: map[key][]float64{}, config: map[string]string{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "Benchmark") && !strings.ContainsAny(k, " \t") {
-			d.config[k] = strings.TrimSpace(v)
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], bench+"/") {
-			continue
-		}
-		k, ok := parseName(strings.TrimPrefix(f[0], bench+"/"))
+	s, err := parseAll(r)
+	if err != nil {
+		return nil, err
+	}
+	d := &data{samples: map[key][]float64{}, config: s.config}
+	for _, name := range s.names {
+		rest, ok := strings.CutPrefix(name, bench+"/")
 		if !ok {
 			continue
 		}
-		// f[1] is the iteration count; then value-unit pairs.
-		for i := 2; i+1 < len(f); i += 2 {
-			if f[i+1] != "ns/op" {
-				continue
-			}
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("%q: %v", line, err)
-			}
-			if !slices.Contains(d.impls, k.impl) {
-				d.impls = append(d.impls, k.impl)
-			}
-			if !slices.Contains(d.depths, k.depth) {
-				d.depths = append(d.depths, k.depth)
-			}
-			d.samples[k] = append(d.samples[k], v)
+		k, ok := parseName(rest)
+		v := s.values[name]["ns/op"]
+		if !ok || len(v) == 0 {
+			continue
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+		if !slices.Contains(d.impls, k.impl) {
+			d.impls = append(d.impls, k.impl)
+		}
+		if !slices.Contains(d.depths, k.depth) {
+			d.depths = append(d.depths, k.depth)
+		}
+		d.samples[k] = append(d.samples[k], v...)
 	}
 	slices.Sort(d.depths)
 	return d, nil

@@ -42,6 +42,7 @@ var schedRows = []schedRow{
 // benchSamples holds every value of every unit of every benchmark, by
 // name without the GOMAXPROCS suffix.
 type benchSamples struct {
+	names  []string // in order of first appearance
 	values map[string]map[string][]float64
 	config map[string]string
 }
@@ -73,6 +74,7 @@ func parseAll(r io.Reader) (*benchSamples, error) {
 			}
 			if s.values[name] == nil {
 				s.values[name] = map[string][]float64{}
+				s.names = append(s.names, name)
 			}
 			s.values[name][f[i+1]] = append(s.values[name][f[i+1]], v)
 		}
