@@ -46,7 +46,6 @@ const stackCopyBuilt = true
 //go:noinline
 func (c *Cont) scMount(owner any) {
 	c.owner = owner
-	c.callerG = arch.G()
 	c.countRun()
 	s := &c.sc
 	slot, prev := gls.Push(&c.local)
@@ -62,7 +61,7 @@ func (c *Cont) scMount(owner any) {
 	for {
 		c.parentC = nil
 		if prev != nil {
-			c.parentC = prev.Owner.(*Cont)
+			c.parentC = contOf(prev)
 		}
 		c.parentResolved = true
 		// Every pass mounts c anew, perhaps on another thread (after a
@@ -146,7 +145,7 @@ func (c *Cont) scOnce() {
 	slot, prev := gls.Push(&c.local)
 	c.parentC = nil
 	if prev != nil {
-		c.parentC = prev.Owner.(*Cont)
+		c.parentC = contOf(prev)
 	}
 	c.parentResolved = true
 	defer c.scUnmount(slot, prev)
@@ -156,10 +155,10 @@ func (c *Cont) scOnce() {
 // scUnmount undoes scOnce's binding and counts what arch.Thaw thawed.
 func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 	k := &c.sc.chunk
-	if k.FramesThawed != 0 {
-		bump(&c.framesThawed, uint64(k.FramesThawed))
-		bump(&c.bytesThawed, uint64(k.WordsThawed)*uint64(wordSize))
-		k.FramesThawed, k.WordsThawed = 0, 0
+	if t := k.Thawed; t != 0 {
+		bump(&c.framesThawed, uint64(t>>32))
+		bump(&c.bytesThawed, uint64(uint32(t))*uint64(wordSize))
+		k.Thawed = 0
 	}
 	if n := c.sc.unwound; n != 0 {
 		bump(&c.unwinds, uint64(n))

@@ -37,7 +37,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	if l == nil {
 		panic(notInScope(s))
 	}
-	cur := l.Owner.(*Cont)
+	cur := contOf(l)
 	if state(cur.state.Load()) == stCancelling {
 		// A deferred call is yielding while an abandoned continuation
 		// unwinds; there is nobody to resume it.

@@ -28,6 +28,9 @@ type portableState struct {
 	// callerCgoPC is the PC of a cgo callback frame on the stack of the
 	// goroutine that called Run, or 0.
 	callerCgoPC uintptr
+	// callerG is the goroutine that called Run (an arch.G value), whose
+	// record, if any, is the parent continuation's (Cont.parent).
+	callerG uintptr
 }
 
 type request uint8

@@ -212,7 +212,7 @@ func (c *scCont) crossing(finished *bool) {
 // continues.
 func frozenPanic() {
 	l := gls.Current()
-	c := l.Owner.(*Cont)
+	c := contOf(l)
 	v := c.sc.rare.thrown
 	c.sc.rare.thrown = nil
 	panic(v)

@@ -63,12 +63,12 @@ func (c *Cont) mountedError() error {
 
 func (c *Cont) mounted(owner any) {
 	c.owner = owner
-	c.callerG = arch.G()
 	c.parentC, c.parentResolved = nil, false
 	if !useStackCopy {
 		if c.pt == nil {
 			c.start()
 		}
+		c.pt.callerG = arch.G()
 		c.pt.callerCgoPC = cgoCallbackPC()
 	}
 	c.countRun()

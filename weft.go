@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/pinning"
@@ -92,7 +93,10 @@ type Stats struct {
 // wraps it; use that package unless you are building a new API on the
 // engine.
 type Cont struct {
-	local gls.Local // goroutine-local record; Owner points back here
+	// local is the goroutine-local record (package gls) that maps the
+	// goroutine running the body to this record. It must stay the first
+	// field: contOf recovers the record from its address.
+	local gls.Local
 	scope *scope.Scope
 	state atomic.Int32
 	// parentResolved: parentC is known (parent).
@@ -106,12 +110,13 @@ type Cont struct {
 	// goroutine does not keep the handle reachable.
 	owner any
 
-	// Parent link, resolved lazily: the continuation whose body called Run
-	// (nil if Run was called from a plain goroutine).
-	callerG uintptr
 	// onPinned runs for every pinned yield that names c (SetPinnedHandler).
 	onPinned func(c *Cont, perr *pinning.Error)
-	parentC  *Cont
+	// parentC is the continuation whose body called Run (nil if a plain
+	// goroutine called it), once parentResolved. The stack-copying
+	// backend knows it at every mount; the portable backend looks it up
+	// from the calling goroutine (portableState.callerG) when asked.
+	parentC *Cont
 
 	// target is the continuation whose scope the last yield named: this
 	// one, or an enclosing one.
@@ -133,6 +138,12 @@ type Cont struct {
 	unwinds, templated        atomic.Uint64
 }
 
+// contOf returns the continuation record whose local l is.
+func contOf(l *gls.Local) *Cont { return (*Cont)(unsafe.Pointer(l)) }
+
+// contOf needs local at offset 0: this fails to compile otherwise.
+var _ [0]struct{} = [unsafe.Offsetof(Cont{}.local)]struct{}{}
+
 // NewCont returns a continuation record that runs body delimited by s.
 // Nothing runs until the first Run.
 func NewCont(s *scope.Scope, body func()) *Cont {
@@ -144,7 +155,6 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 	}
 	c := &Cont{scope: s}
 	c.sc.body = body
-	c.local.Owner = c
 	return c
 }
 
@@ -176,7 +186,6 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	*c = Cont{scope: s, reused: true}
 	c.sc = kept
 	c.sc.body = body
-	c.local.Owner = c
 }
 
 // Scope returns the scope the continuation is delimited by.
@@ -221,7 +230,7 @@ func Current(s *scope.Scope) *Cont {
 	if l == nil {
 		return nil
 	}
-	for c := l.Owner.(*Cont); c != nil; c = c.parent() {
+	for c := contOf(l); c != nil; c = c.parent() {
 		if c.scope == s {
 			return c
 		}
@@ -233,8 +242,11 @@ func Current(s *scope.Scope) *Cont {
 // or nil if a plain goroutine called it. Only meaningful while c is mounted.
 func (c *Cont) parent() *Cont {
 	if !c.parentResolved {
-		if l := gls.Of(c.callerG); l != nil {
-			c.parentC = l.Owner.(*Cont)
+		if c.pt == nil {
+			panic("weft: internal error: the parent of a continuation mounted by the stack-copying backend is unresolved")
+		}
+		if l := gls.Of(c.pt.callerG); l != nil {
+			c.parentC = contOf(l)
 		}
 		c.parentResolved = true
 	}
@@ -248,7 +260,7 @@ func (c *Cont) onChain() bool {
 	if l == nil {
 		return false
 	}
-	for x := l.Owner.(*Cont); x != nil; x = x.parent() {
+	for x := contOf(l); x != nil; x = x.parent() {
 		if x == c {
 			return true
 		}

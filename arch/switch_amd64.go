@@ -2,7 +2,10 @@
 
 package arch
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // The stack-copying backend's control transfers on amd64, in
 // switch_amd64.s. The engine freezes a continuation's frames into a heap
@@ -42,10 +45,12 @@ type Link struct {
 	// that Thaw calls, in the innermost frame of the next record, instead
 	// of continuing that frame, when Thaw is called with mode 1.
 	Rethrow uintptr
-	// FramesThawed and WordsThawed count what Thaw has copied.
-	FramesThawed, WordsThawed uintptr
-	// Short counts the times Thaw had too little stack and grew it.
-	Short uintptr
+	// Thawed counts what Thaw has copied: frames<<32 | image words.
+	// Whoever reads it must zero it at least once per mount; a mount
+	// thaws each record once at most, and a goroutine stack (1 GB at
+	// most) holds fewer than 1<<32 words, so the words never carry into
+	// the frames.
+	Thawed uintptr
 }
 
 // RecordHeader is the number of words at the end of every record:
@@ -129,10 +134,19 @@ func ThawPC() uintptr
 //
 //go:nosplit
 func growPinned(n uintptr) {
+	shorts.Add(1) // intrinsic: no call
 	procPin()
 	growStack(n)
 	procUnpin()
 }
+
+// shorts counts growPinned's calls, process-wide.
+var shorts atomic.Uint64
+
+// Shorts returns how many times, in this process, a thaw found too little
+// stack for the next record and grew the stack first. It only grows; tests
+// compare it before and after.
+func Shorts() uint64 { return shorts.Load() }
 
 // growStack grows the goroutine's stack to at least n bytes below the
 // caller's frame, the ordinary way, by calling down.

@@ -198,9 +198,10 @@ nobp:
 	MOVQ	-8(R11), AX
 	SUBQ	AX, Link_MemTop(R8)
 	MOVLQZX	-20(R11), AX
-	ADDQ	AX, Link_FramesThawed(R8)
+	SHLQ	$32, AX
+	ADDQ	AX, Link_Thawed(R8)
 	MOVLQZX	-16(R11), AX
-	ADDQ	AX, Link_WordsThawed(R8)
+	ADDQ	AX, Link_Thawed(R8)
 	MOVLQZX	-40(R11), R13
 	ADDQ	R12, R13	// R13: the innermost frame's BP
 	MOVQ	-32(R11), DX	// DX: where it continues
@@ -233,7 +234,6 @@ rethrow:
 	XCHGQ	BP, R13
 	JMP	AX
 short:
-	INCQ	Link_Short(R8)
 	JMP	·thawShort(SB)
 
 // thawShort is entered by JMP from thawPop when the next record does not

@@ -22,11 +22,10 @@ import (
 	"github.com/weftrt/weft/arch"
 )
 
-// Local is the goroutine-local record of one continuation.
+// Local is the goroutine-local record of one continuation. The engine
+// embeds it as the first field of its continuation record and recovers the
+// record from a Local's address, so a Local holds no pointer back to it.
 type Local struct {
-	// Owner is the engine's continuation record.
-	Owner any
-
 	// pins counts the pinning.Do critical sections open in this
 	// continuation's own frames; pinPC is the call site of the outermost.
 	pins atomic.Int32

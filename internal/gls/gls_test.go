@@ -9,7 +9,7 @@ func TestBindIsPerGoroutine(t *testing.T) {
 	if Current() != nil {
 		t.Fatal("a plain goroutine has a record")
 	}
-	l := &Local{Owner: "mine"}
+	l := &Local{}
 	g := Bind(l)
 	if Current() != l || Of(g) != l {
 		t.Fatal("Bind did not record the goroutine's record")
@@ -69,8 +69,8 @@ func TestTableConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := &Local{Owner: w}
-			other := &Local{Owner: -w}
+			mine := &Local{}
+			other := &Local{}
 			for r := 0; r < rounds; r++ {
 				g := Bind(mine)
 				if Current() != mine || Of(g) != mine {
@@ -117,7 +117,7 @@ func TestTableGrowth(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := range locals {
-		locals[i] = &Local{Owner: i}
+		locals[i] = &Local{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -126,6 +126,10 @@ func TestTableGrowth(t *testing.T) {
 			<-release
 			Unbind(g)
 		}()
+	}
+	owner := make(map[*Local]int, n)
+	for i, l := range locals {
+		owner[l] = i
 	}
 	gs := make(map[uintptr]int)
 	for i := 0; i < n; i++ {
@@ -139,7 +143,11 @@ func TestTableGrowth(t *testing.T) {
 		if l == nil {
 			t.Fatalf("goroutine %#x has no record", g)
 		}
-		gs[g] = l.Owner.(int)
+		i, ok := owner[l]
+		if !ok {
+			t.Fatalf("goroutine %#x has a record nobody bound", g)
+		}
+		gs[g] = i
 	}
 	seen := make(map[int]bool)
 	for _, o := range gs {
