@@ -276,7 +276,7 @@ func TestWaitTimeoutLeavesNoWaiter(t *testing.T) {
 	}
 	long.joinMu.Lock()
 	n := 0
-	for w := long.joinq; w != nil; w = w.next {
+	for w := long.rareLocked().joinq; w != nil; w = w.next {
 		n++
 	}
 	long.joinMu.Unlock()

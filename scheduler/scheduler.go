@@ -174,7 +174,6 @@ func New(opts Options) (*Scheduler, error) {
 type VThread struct {
 	s    *Scheduler
 	id   uint64
-	name string
 	cont *weft.Cont
 	ctx  vtContext
 	// group is the Group vt is a child of, or nil.
@@ -193,17 +192,38 @@ type VThread struct {
 
 	err    error
 	joinMu sync.Mutex
-	// done is made on demand (Done, or Join from a goroutine) and closed
-	// by finish, which sets ended. joiner is the first virtual thread
-	// to wait in Join, which needs nothing else; joinq, linked through
-	// next, are the other virtual threads waiting in Join or Wait.
-	done   chan struct{}
+	// joiner is the first virtual thread to wait in Join, which needs
+	// nothing else; the others, and Done's channel, are in rare.
 	joiner *VThread
-	joinq  *waiter
+	// rare holds what most virtual threads never need, made by the first
+	// that does: GoNamed before it publishes vt, the rest under joinMu.
+	// Every parked virtual thread has a VThread, so it stays small.
+	rare atomic.Pointer[vtRare]
 	// node is the node of the last blocking Send or Recv without a
 	// timeout or context, a *chanNode[T], which the next one of the same
 	// T reuses (chan.go).
 	node any
+}
+
+// vtRare is the part of a VThread that most never need.
+type vtRare struct {
+	name string
+	// done is made on demand (Done, or Join from a goroutine) and closed
+	// by finish, which sets ended. joinq, linked through next, are the
+	// virtual threads other than joiner waiting in Join or Wait.
+	done  chan struct{}
+	joinq *waiter
+}
+
+// rareLocked returns vt's rare part, made if need be; called with joinMu
+// held, or before vt is published.
+func (vt *VThread) rareLocked() *vtRare {
+	r := vt.rare.Load()
+	if r == nil {
+		r = new(vtRare)
+		vt.rare.Store(r)
+	}
+	return r
 }
 
 const (
@@ -244,7 +264,10 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 		s.dropLive()
 		return nil, ErrClosed
 	}
-	vt := &VThread{s: s, id: s.ids.Add(1), name: name, group: g, fn: fn}
+	vt := &VThread{s: s, id: s.ids.Add(1), group: g, fn: fn}
+	if name != "" {
+		vt.rareLocked().name = name
+	}
 	vt.ctx = vtContext{parent}
 	vt.cont = s.newCont()
 	vt.state.Store(vtQueued)
@@ -316,7 +339,12 @@ func bodyEnded() {
 func (vt *VThread) ID() uint64 { return vt.id }
 
 // Name returns the name given to GoNamed, or "".
-func (vt *VThread) Name() string { return vt.name }
+func (vt *VThread) Name() string {
+	if r := vt.rare.Load(); r != nil {
+		return r.name
+	}
+	return ""
+}
 
 // Context returns the virtual thread's context, the one its function
 // gets.
@@ -358,8 +386,8 @@ func FromContext(ctx context.Context) *VThread {
 func (vt *VThread) Scheduler() *Scheduler { return vt.s }
 
 func (vt *VThread) String() string {
-	if vt.name != "" {
-		return fmt.Sprintf("vthread %d (%s)", vt.id, vt.name)
+	if name := vt.Name(); name != "" {
+		return fmt.Sprintf("vthread %d (%s)", vt.id, name)
 	}
 	return fmt.Sprintf("vthread %d", vt.id)
 }
@@ -368,13 +396,14 @@ func (vt *VThread) String() string {
 func (vt *VThread) Done() <-chan struct{} {
 	vt.joinMu.Lock()
 	defer vt.joinMu.Unlock()
-	if vt.done == nil {
-		vt.done = make(chan struct{})
+	r := vt.rareLocked()
+	if r.done == nil {
+		r.done = make(chan struct{})
 		if vt.ended {
-			close(vt.done)
+			close(r.done)
 		}
 	}
-	return vt.done
+	return r.done
 }
 
 // finished reports whether the virtual thread has finished; vt.err is
@@ -406,7 +435,8 @@ func (vt *VThread) Join() error {
 			}
 		default:
 			w := newWaiter()
-			w.next, vt.joinq = vt.joinq, w
+			r := vt.rareLocked()
+			w.next, r.joinq = r.joinq, w
 			vt.joinMu.Unlock()
 			w.wait()
 		}
@@ -425,7 +455,8 @@ func (vt *VThread) addJoiner() *waiter {
 		return nil
 	}
 	w := newWaiter()
-	w.next, vt.joinq = vt.joinq, w
+	r := vt.rareLocked()
+	w.next, r.joinq = r.joinq, w
 	return w
 }
 
@@ -433,7 +464,7 @@ func (vt *VThread) addJoiner() *waiter {
 // (finish takes them all off otherwise).
 func (vt *VThread) dropJoiner(w *waiter) {
 	vt.joinMu.Lock()
-	for p := &vt.joinq; *p != nil; p = &(*p).next {
+	for p := &vt.rareLocked().joinq; *p != nil; p = &(*p).next {
 		if *p == w {
 			*p, w.next = w.next, nil
 			break
@@ -662,11 +693,15 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	vt.state.Store(vtDone)
 	vt.joinMu.Lock()
 	vt.ended = true
-	if vt.done != nil {
-		close(vt.done)
+	joiner := vt.joiner
+	vt.joiner = nil
+	var joinq *waiter
+	if r := vt.rare.Load(); r != nil {
+		if r.done != nil {
+			close(r.done)
+		}
+		joinq, r.joinq = r.joinq, nil
 	}
-	joiner, joinq := vt.joiner, vt.joinq
-	vt.joiner, vt.joinq = nil, nil
 	vt.joinMu.Unlock()
 	if joiner != nil {
 		if c != nil {
