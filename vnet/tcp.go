@@ -131,8 +131,16 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	if n, handled, err := c.readFrom(r); handled {
 		return n, err
 	}
-	n, err := io.Copy(writerOnly{c}, r)
-	return n, err
+	return c.copyFrom(r)
+}
+
+// copyFrom is ReadFrom's buffered copy. Not inlined: the copy's
+// temporaries are stack objects, and a frame holding one under a park
+// makes every park there take the general capture path.
+//
+//go:noinline
+func (c *Conn) copyFrom(r io.Reader) (int64, error) {
+	return io.Copy(writerOnly{c}, r)
 }
 
 // WriteTo copies from the connection to w until the peer closes its side
@@ -142,6 +150,13 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	if dst, ok := w.(*Conn); ok {
 		return dst.ReadFrom(c)
 	}
+	return c.copyTo(w)
+}
+
+// copyTo is WriteTo's buffered copy, not inlined for copyFrom's reason.
+//
+//go:noinline
+func (c *Conn) copyTo(w io.Writer) (int64, error) {
 	return io.Copy(w, readerOnly{c})
 }
 
