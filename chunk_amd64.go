@@ -97,8 +97,22 @@ type record struct {
 	n, np, nr, nframes uint32
 	pc0                uintptr
 	bp0, outerBP       uint32
-	flags              uintptr
+	flags              uintptr // arch.RecordDefers | bpFirst<<arch.BPShift | args<<32
 }
+
+// recordFlags returns a record's flags word: its defers flag, the word
+// index of the first frame of its saved-BP chain, and its argument words.
+func recordFlags(defers bool, bpFirst, args uint32) uintptr {
+	h := uintptr(bpFirst)<<arch.BPShift | uintptr(args)<<32
+	if defers {
+		h |= arch.RecordDefers
+	}
+	return h
+}
+
+// bpFirst returns the word index of the first saved BP of the record's
+// chain (see arch.RecordHeader).
+func (r record) bpFirst() uint32 { return uint32(r.flags) >> arch.BPShift }
 
 // recordEnding decodes the record whose header ends at mem[end].
 func (c *stackChunk) recordEnding(end int) record {
@@ -645,13 +659,8 @@ func (c *stackChunk) push(s *captureScratch) {
 		}
 		s.rec = append(s.rec, r)
 	}
-	// Saved frame pointers are references too, except the outermost of
-	// each record, which thaw links to the barrier.
-	for _, f := range s.bps {
-		if !s.recordLast(f) {
-			s.count[2*s.recordOfFrame(f)+1]++
-		}
-	}
+	// Saved frame pointers are no references: each record's image chains
+	// them (see arch.RecordHeader).
 
 	// Room for everything.
 	total := 0
@@ -728,22 +737,24 @@ func (c *stackChunk) push(s *captureScratch) {
 		} else if f := &s.frames[fe-1]; f.d.hasBP {
 			outerBP = (f.fp-2*uint32(wordSize))/uint32(wordSize) - rb
 		}
-		var flags uintptr
-		for i := fs; i < fe; i++ {
+		defers := false
+		bpFirst := uint32(0) // no chain without an outermost saved BP
+		for i := fe - 1; i >= fs; i-- {
 			f := &s.frames[i]
-			if w := uint32(f.fp-2*uint32(wordSize)) / uint32(wordSize); f.d.hasBP && i != fe-1 {
-				// The frame's saved BP: the next frame's BP slot. copyRegion
-				// zeroed it and checked that it points there.
-				next := &s.frames[i+1]
-				refs[k] = stackRef{at: w - rb, target: next.fp - 2*uint32(wordSize) - rb*uint32(wordSize)}
-				k++
+			if w := uint32(f.fp-2*uint32(wordSize))/uint32(wordSize) - rb; f.d.hasBP && outerBP != arch.NoBP {
+				if i != fe-1 {
+					// The frame's saved BP: the next frame's slot, which
+					// copyRegion checked it points to, as its word index.
+					rec[w] = uintptr(bpFirst)
+				}
+				bpFirst = w
 			}
 			if f.d.deferAt >= 0 && *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.words)), uintptr(f.sp)+uintptr(f.d.deferAt))) != 0 {
-				flags |= arch.RecordDefers
+				defers = true
 			}
 		}
 		h := rec[len(rec)-arch.RecordHeader:]
-		h[0] = flags | uintptr(s.argsOf(fe-1)/uint32(wordSize))<<32
+		h[0] = recordFlags(defers, bpFirst, s.argsOf(fe-1)/uint32(wordSize))
 		h[1] = uintptr(s.frames[fs].fp-2*uint32(wordSize)-rb*uint32(wordSize)) | uintptr(outerBP)<<32
 		h[2] = s.frames[fs].pc
 		h[3] = uintptr(nrr) | uintptr(fe-fs)<<32
@@ -763,6 +774,20 @@ func (c *stackChunk) push(s *captureScratch) {
 	}
 }
 
+// chainBPs writes the saved-BP chain of a capture that is one record into
+// its image (rec, whose first word is region word rb): s.bps, which
+// copyRegion checked and zeroed, each link to the next, the last to
+// outerBP (region word index). It returns the word index of the first.
+func (s *captureScratch) chainBPs(rec []uintptr, rb, outerBP uint32) uint32 {
+	next := outerBP - rb
+	for j := len(s.bps) - 1; j >= 0; j-- {
+		w := (s.frames[s.bps[j]].fp-2*uint32(wordSize))/uint32(wordSize) - rb
+		rec[w] = uintptr(next)
+		next = w
+	}
+	return next
+}
+
 // argsOf returns the bytes of arguments of frame f, the outermost of a
 // record: words its record's image ends with.
 func (s *captureScratch) argsOf(f int) uint32 {
@@ -777,7 +802,7 @@ func (s *captureScratch) argsOf(f int) uint32 {
 func (c *stackChunk) pushOne(s *captureScratch) {
 	nw := len(s.words)
 	np := len(s.ptrAt)
-	nr := len(s.refs) + len(s.weak) + len(s.bps)
+	nr := len(s.refs) + len(s.weak)
 	size := nw + (np+2*nr+1)/2 + arch.RecordHeader
 	c.reserve(size, np)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
@@ -788,24 +813,20 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	copy(ptrs[ptop:ptop+np], s.ptrs)
 	refs := unsafe.Slice((*stackRef)(unsafe.Add(tab, np*4)), nr)
 	k := copy(refs, s.refs)
-	k += copy(refs[k:], s.weak)
-	var flags uintptr
-	for _, i := range s.bps {
-		f := &s.frames[i]
-		refs[k] = stackRef{at: (f.fp - 2*uint32(wordSize)) / uint32(wordSize), target: s.frames[i+1].fp - 2*uint32(wordSize)}
-		k++
-	}
+	copy(refs[k:], s.weak)
+	defers := false
 	for i := range s.frames {
 		if f := &s.frames[i]; f.d.deferAt >= 0 && *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.words)), uintptr(f.sp)+uintptr(f.d.deferAt))) != 0 {
-			flags |= arch.RecordDefers
+			defers = true
 		}
 	}
-	outerBP := uint32(arch.NoBP)
+	outerBP, bpFirst := uint32(arch.NoBP), uint32(0)
 	if s.outerBP >= 0 {
 		outerBP = uint32(s.outerBP)
+		bpFirst = s.chainBPs(rec, 0, outerBP)
 	}
 	h := rec[len(rec)-arch.RecordHeader:]
-	h[0] = flags | uintptr(s.outerArgs/uint32(wordSize))<<32
+	h[0] = recordFlags(defers, bpFirst, s.outerArgs/uint32(wordSize))
 	h[1] = uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32
 	h[2] = s.frames[0].pc
 	h[3] = uintptr(nr) | uintptr(len(s.frames))<<32

@@ -3,6 +3,7 @@
 package weft
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
@@ -49,6 +50,19 @@ func (c *stackChunk) flat() flatChunk {
 		}
 		for _, x := range c.refs(r) {
 			f.refs = append(f.refs, stackRef{at: base + x.at, target: base*uint32(wordSize) + x.target})
+		}
+		// The saved-BP chain, as the references it stands for, its slots
+		// zero as in the region copyRegion left.
+		if r.outerBP != arch.NoBP {
+			for at, steps := r.bpFirst(), uint32(0); at != r.outerBP; steps++ {
+				if steps == r.nframes || at >= r.n {
+					panic(fmt.Sprintf("weft: record's saved-BP chain is broken at word %d (first %d, outermost %d, %d frames)", at, r.bpFirst(), r.outerBP, r.nframes))
+				}
+				next := uint32(img[at])
+				f.refs = append(f.refs, stackRef{at: base + at, target: (base + next) * uint32(wordSize)})
+				f.words[base+at] = 0
+				at = next
+			}
 		}
 		pc, sp := r.pc0, base*uint32(wordSize)
 		for j := range r.nframes {

@@ -560,3 +560,82 @@ func TestResetKeepsArrays(t *testing.T) {
 }
 
 var prevMem, prevPtrs unsafe.Pointer
+
+// bpChainFrames is the number of bpRecurse frames checkBPChain found
+// linked, summed over the checks.
+var bpChainFrames int
+
+// checkBPChain checks the saved frame pointers of its caller's frame and
+// of every bpRecurse frame above it, the ones thawed so far: each must hold
+// the address of its caller's saved-BP slot, as the runtime's and
+// profilers' frame-pointer unwinders expect.
+//
+//go:noinline
+func checkBPChain(t *testing.T) {
+	pc, sp := arch.CallerPCSP() // this frame's
+	d := descFor(pc)
+	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+	sp = unsafe.Add(sp, d.size)
+	self := descFor(pc).entry // bpRecurse's
+	for {
+		d := descFor(pc)
+		if d.entry != self || !d.hasBP {
+			return
+		}
+		callerPC := *(*uintptr)(unsafe.Add(sp, d.size-8))
+		cd := descFor(callerPC) // may move the stack: sp follows
+		if cd.entry != self {
+			return
+		}
+		slot := unsafe.Add(sp, uintptr(d.size)-2*wordSize)
+		caller := unsafe.Add(sp, d.size)
+		if got, want := *(*uintptr)(slot), uintptr(caller)+uintptr(cd.size)-2*wordSize; got != want {
+			t.Fatalf("a thawed frame's saved BP is %#x, want its caller's slot %#x (frame SP %p)", got, want, sp)
+		}
+		bpChainFrames++
+		pc, sp = callerPC, caller
+	}
+}
+
+// bpRecurse yields at depth 0 and checks the frame-pointer chain on its
+// way back up, through every record the return barrier thaws.
+//
+//go:noinline
+func bpRecurse(t *testing.T, c *scCont, n int, pad [3]uintptr) uintptr {
+	if n == 0 {
+		for range 3 {
+			if !scYield(c) {
+				panic(c.refusal())
+			}
+			runtime.GC()
+		}
+		checkBPChain(t)
+		return pad[0]
+	}
+	pad[n%3] += uintptr(n)
+	r := bpRecurse(t, c, n-1, pad) + pad[1]
+	checkBPChain(t)
+	return r
+}
+
+// The saved frame pointers of thawed frames link up as on a stack that was
+// never frozen, at every depth, lazy thaw or eager, on a fresh goroutine
+// at every resume (the record chains them by word index, not address). It
+// drives the stack-copying engine itself, whichever backend the process
+// chose.
+func TestThawedFramePointers(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	for _, depth := range []int{1, 3, 9, 40} {
+		bpChainFrames = 0
+		c := &scCont{}
+		c.body = func() { bpRecurse(t, c, depth, [3]uintptr{1, 2, 3}) }
+		runToEnd(t, c, 10)
+		// A check sees the links of the bpRecurse frames thawed above it
+		// in its record: at least every other one, with two-frame records.
+		if want := (depth + 1) / 2; bpChainFrames < want {
+			t.Fatalf("depth %d: %d frame-pointer links checked, want at least %d", depth, bpChainFrames, want)
+		}
+	}
+}

@@ -109,14 +109,15 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	rec, all := c.memory()[top:top+size], c.pointers()
 	img := rec[:t.words]
 	lo, gLo, gHi := snapshot(img, base, g)
-	// The saved frame pointers, which the record's tables link again.
+	// The saved frame pointers, each the next one's slot, chained by
+	// word index (see arch.RecordHeader).
 	for i, off := 0, uint32(0); i < t.nf-1; i++ {
 		off += t.sizes[i]
-		w := off/uint32(wordSize) - 2
-		if img[w] != lo+uintptr(off+t.sizes[i+1])-2*wordSize {
+		w, next := off/uint32(wordSize)-2, (off+t.sizes[i+1])/uint32(wordSize)-2
+		if img[w] != lo+uintptr(next)*wordSize {
 			return false
 		}
-		img[w] = 0
+		img[w] = uintptr(next)
 	}
 	ptrs := all[ptop : ptop+np]
 	for k, w := range t.ptrWords {
@@ -229,29 +230,26 @@ func (s *captureScratch) templateFor() *captureTemplate {
 			t.deferAt = append(t.deferAt, f.sp+uint32(f.d.deferAt))
 		}
 	}
-	np, nr := len(t.ptrWords), nf-1
+	// fastCapture chains the saved frame pointers of every frame but the
+	// outermost (whose own copyRegion found saved too).
+	np := len(t.ptrWords)
 	for i := range nf - 1 {
 		if !s.frames[i].d.hasBP {
 			return nil
 		}
 	}
-	t.table = make([]uintptr, (np+2*nr+1)/2)
-	tab := unsafe.Pointer(unsafe.SliceData(t.table))
-	copy(unsafe.Slice((*uint32)(tab), np), t.ptrWords)
-	refs := unsafe.Slice((*stackRef)(unsafe.Add(tab, np*4)), nr)
-	for i := range nr {
-		refs[i] = stackRef{at: (s.frames[i].fp - 2*uint32(wordSize)) / uint32(wordSize), target: s.frames[i+1].fp - 2*uint32(wordSize)}
-	}
-	outerBP := uint32(arch.NoBP)
+	t.table = make([]uintptr, (np+1)/2)
+	copy(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.table))), np), t.ptrWords)
+	outerBP, bpFirst := uint32(arch.NoBP), uint32(0)
 	if s.outerBP >= 0 {
-		outerBP = uint32(s.outerBP)
+		outerBP, bpFirst = uint32(s.outerBP), (s.frames[0].fp-2*uint32(wordSize))/uint32(wordSize)
 	}
 	size := len(s.words) + len(t.table) + arch.RecordHeader
 	t.header = [arch.RecordHeader]uintptr{
-		uintptr(s.outerArgs/uint32(wordSize)) << 32,
+		recordFlags(false, bpFirst, s.outerArgs/uint32(wordSize)),
 		uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32,
 		s.frames[0].pc,
-		uintptr(nr) | uintptr(nf)<<32,
+		uintptr(nf) << 32, // no references
 		uintptr(len(s.words)) | uintptr(np)<<32,
 		uintptr(size),
 	}

@@ -62,13 +62,26 @@ type Link struct {
 //	-5: byte offset of the innermost frame's saved-BP slot | word index of
 //	    the outermost frame's saved BP<<32 (0xFFFFFFFF: none)
 //	-6: flags (RecordDefers: a frame has deferred calls pending) |
-//	    argument words<<32
+//	    word index of the first frame's saved BP<<1 | argument words<<32
 //
 // The image ends with the outermost frame's arguments, which live in its
 // caller's frame: the argument area at the bottom of Thaw's frame, where
 // Thaw copies them, and from where it carries the results a returning
 // frame left there into the next record's innermost frame, its caller.
+//
+// The saved frame pointers are not references: the frames that save one
+// are the record's outermost ones (each links to its caller's slot, so a
+// frame that saves none has no caller in the record that does), and in the
+// image each slot but the outermost holds the word index of the next,
+// from the first (-6) to the outermost's (-5). Thaw walks that chain and
+// turns each index into the address of the slot it names, which costs a
+// word per frame less than a reference. With no outermost saved BP there
+// is no chain.
 const RecordHeader = 6
+
+// BPShift is where the first saved BP's word index sits in the flags
+// word, above the flags, which may use only the bits below it.
+const BPShift = 1
 
 // MaxRecordArgs is the size of Thaw's argument area: a record's outermost
 // frame may have at most this many bytes of arguments and results.

@@ -187,13 +187,27 @@ rloop:
 	DECQ	CX
 	JMP	rloop
 rdone:
-	// The outermost frame returns into Thaw and links to Thaw's frame.
-	MOVQ	DX, -8(R12)(R13*1)
-	MOVLQZX	-36(R11), BX
-	CMPQ	BX, $const_NoBP
+	// The saved frame pointers: each slot of the chain holds the word
+	// index of the next, up to the outermost's, which links to Thaw's
+	// frame below.
+	MOVLQZX	-36(R11), CX	// CX: the outermost's slot
+	CMPQ	CX, $const_NoBP
 	JEQ	nobp
-	MOVQ	BP, (R12)(BX*8)
+	MOVLQZX	-48(R11), BX
+	SHRQ	$const_BPShift, BX	// BX: the first slot
+bploop:
+	CMPQ	BX, CX
+	JEQ	bpdone
+	MOVQ	(R12)(BX*8), AX
+	LEAQ	(R12)(AX*8), R9
+	MOVQ	R9, (R12)(BX*8)
+	MOVQ	AX, BX
+	JMP	bploop
+bpdone:
+	MOVQ	BP, (R12)(CX*8)
 nobp:
+	// The outermost frame returns into Thaw.
+	MOVQ	DX, -8(R12)(R13*1)
 	// Pop the record and count it.
 	MOVQ	-8(R11), AX
 	SUBQ	AX, Link_MemTop(R8)
