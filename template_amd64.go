@@ -231,12 +231,17 @@ func (s *captureScratch) templateFor() *captureTemplate {
 		}
 	}
 	// fastCapture chains the saved frame pointers of every frame but the
-	// outermost (whose own copyRegion found saved too).
+	// outermost, which must save one too: the chain ends at its slot.
+	// (copyRegion has checked that much; thaw would leave word indexes in
+	// frames whose chain had no end.)
 	np := len(t.ptrWords)
 	for i := range nf - 1 {
 		if !s.frames[i].d.hasBP {
 			return nil
 		}
+	}
+	if nf > 1 && s.outerBP < 0 {
+		return nil
 	}
 	t.table = make([]uintptr, (np+1)/2)
 	copy(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.table))), np), t.ptrWords)
