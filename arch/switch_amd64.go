@@ -70,8 +70,8 @@ type Link struct {
 // frame left there into the next record's innermost frame, its caller.
 //
 // The saved frame pointers are not references: the frames that save one
-// are the record's outermost ones (each links to its caller's slot, so a
-// frame that saves none has no caller in the record that does), and in the
+// are the record's outermost ones (each links to its caller's slot, so the
+// caller of a frame that saves one saves one too), and in the
 // image each slot but the outermost holds the word index of the next,
 // from the first (-6) to the outermost's (-5). Thaw walks that chain and
 // turns each index into the address of the slot it names, which costs a
