@@ -738,21 +738,12 @@ func (c *stackChunk) push(s *captureScratch) {
 			outerBP = (f.fp-2*uint32(wordSize))/uint32(wordSize) - rb
 		}
 		defers := false
-		bpFirst := uint32(0) // no chain without an outermost saved BP
-		for i := fe - 1; i >= fs; i-- {
-			f := &s.frames[i]
-			if w := uint32(f.fp-2*uint32(wordSize))/uint32(wordSize) - rb; f.d.hasBP && outerBP != arch.NoBP {
-				if i != fe-1 {
-					// The frame's saved BP: the next frame's slot, which
-					// copyRegion checked it points to, as its word index.
-					rec[w] = uintptr(bpFirst)
-				}
-				bpFirst = w
-			}
-			if f.d.deferAt >= 0 && *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.words)), uintptr(f.sp)+uintptr(f.d.deferAt))) != 0 {
+		for i := fs; i < fe; i++ {
+			if f := &s.frames[i]; f.d.deferAt >= 0 && *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.words)), uintptr(f.sp)+uintptr(f.d.deferAt))) != 0 {
 				defers = true
 			}
 		}
+		bpFirst := s.chainBPs(rec, fs, fe, rb, outerBP)
 		h := rec[len(rec)-arch.RecordHeader:]
 		h[0] = recordFlags(defers, bpFirst, s.argsOf(fe-1)/uint32(wordSize))
 		h[1] = uintptr(s.frames[fs].fp-2*uint32(wordSize)-rb*uint32(wordSize)) | uintptr(outerBP)<<32
@@ -774,14 +765,20 @@ func (c *stackChunk) push(s *captureScratch) {
 	}
 }
 
-// chainBPs writes the saved-BP chain of a capture that is one record into
-// its image (rec, whose first word is region word rb): s.bps, which
-// copyRegion checked and zeroed, each link to the next, the last to
-// outerBP (region word index). It returns the word index of the first.
-func (s *captureScratch) chainBPs(rec []uintptr, rb, outerBP uint32) uint32 {
-	next := outerBP - rb
-	for j := len(s.bps) - 1; j >= 0; j-- {
-		w := (s.frames[s.bps[j]].fp-2*uint32(wordSize))/uint32(wordSize) - rb
+// chainBPs writes the saved-BP chain of the record of frames [fs, fe)
+// into its image (rec, whose first word is region word rb) and returns
+// the chain's first word index (record-relative), or 0 if there is no
+// chain: outerBP, the record-relative slot of frame fe-1, is arch.NoBP.
+// Each frame below fe-1 that saves a BP (they are the outermost ones:
+// copyRegion checked that each points at its caller's slot, and zeroed
+// it) gets the word index of its caller's slot.
+func (s *captureScratch) chainBPs(rec []uintptr, fs, fe int, rb, outerBP uint32) uint32 {
+	if outerBP == arch.NoBP {
+		return 0
+	}
+	next := outerBP
+	for i := fe - 2; i >= fs && s.frames[i].d.hasBP; i-- {
+		w := (s.frames[i].fp-2*uint32(wordSize))/uint32(wordSize) - rb
 		rec[w] = uintptr(next)
 		next = w
 	}
@@ -820,11 +817,11 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 			defers = true
 		}
 	}
-	outerBP, bpFirst := uint32(arch.NoBP), uint32(0)
+	outerBP := uint32(arch.NoBP)
 	if s.outerBP >= 0 {
 		outerBP = uint32(s.outerBP)
-		bpFirst = s.chainBPs(rec, 0, outerBP)
 	}
+	bpFirst := s.chainBPs(rec, 0, len(s.frames), 0, outerBP)
 	h := rec[len(rec)-arch.RecordHeader:]
 	h[0] = recordFlags(defers, bpFirst, s.outerArgs/uint32(wordSize))
 	h[1] = uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32
