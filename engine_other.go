@@ -47,6 +47,10 @@ func stackCopyCheck() error                             { panic(noStackCopy) }
 const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"
 
 // countRun counts a Run.
-func (c *Cont) countRun() { c.runs.Add(1) }
+func (c *Cont) countRun() {
+	if n := c.counters(); n != nil {
+		n.runs.Add(1)
+	}
+}
 
 func (c *Cont) scMount(any) { panic(noStackCopy) }

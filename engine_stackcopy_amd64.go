@@ -155,13 +155,18 @@ func (c *Cont) scOnce() {
 // scUnmount undoes scOnce's binding and counts what arch.Thaw thawed.
 func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 	k := &c.sc.chunk
+	n := c.counters()
 	if t := k.Thawed; t != 0 {
-		bump(&c.framesThawed, uint64(t>>32))
-		bump(&c.bytesThawed, uint64(uint32(t))*uint64(wordSize))
+		if n != nil {
+			bump(&n.framesThawed, uint64(t>>32))
+			bump(&n.bytesThawed, uint64(uint32(t))*uint64(wordSize))
+		}
 		k.Thawed = 0
 	}
-	if n := c.sc.unwound; n != 0 {
-		bump(&c.unwinds, uint64(n))
+	if u := c.sc.unwound; u != 0 {
+		if n != nil {
+			bump(&n.unwinds, uint64(u))
+		}
 		c.sc.unwound = 0
 	}
 	slot.Pop(prev)
@@ -181,12 +186,16 @@ func bump(p *atomic.Uint64, n uint64) {
 // and of every continuation suspended inside it.
 func (c *Cont) countYields() {
 	for x := c; x != nil; x = x.child {
-		bump(&x.yields, 1)
+		n := x.counters()
+		if n == nil {
+			continue
+		}
+		bump(&n.yields, 1)
 		k := &x.sc.chunk
-		bump(&x.framesFrozen, uint64(k.lastFrames))
-		bump(&x.bytesFrozen, uint64(k.lastWords)*uint64(wordSize))
+		bump(&n.framesFrozen, uint64(k.lastFrames))
+		bump(&n.bytesFrozen, uint64(k.lastWords)*uint64(wordSize))
 		if k.lastTemplated {
-			bump(&x.templated, 1)
+			bump(&n.templated, 1)
 		}
 	}
 }
@@ -259,9 +268,12 @@ func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error {
 // countRun counts a Run: with a plain add on this backend, where only the
 // mounting goroutine writes the counters.
 func (c *Cont) countRun() {
-	if useStackCopy {
-		bump(&c.runs, 1)
-		return
+	n := c.counters()
+	switch {
+	case n == nil:
+	case useStackCopy:
+		bump(&n.runs, 1)
+	default:
+		n.runs.Add(1)
 	}
-	c.runs.Add(1)
 }

@@ -96,7 +96,9 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 //
 //go:noinline
 func (t *Cont) pinnedYield(r pinning.Reason, pc uintptr) *pinning.Error {
-	t.pinned.Add(1)
+	if n := t.counters(); n != nil {
+		n.pinned.Add(1)
+	}
 	perr := &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: gls.PinFrame(pc)}
 	if h := t.onPinned; h != nil {
 		h(t, perr)
@@ -192,6 +194,8 @@ func cgoCallbackWalk() uintptr {
 // whether c was abandoned instead, in which case the caller must unwind.
 func (c *Cont) suspend(t *Cont) (cancelled bool) {
 	c.target = t
-	c.yields.Add(1)
+	if n := c.counters(); n != nil {
+		n.yields.Add(1)
+	}
 	return c.park()
 }

@@ -153,3 +153,73 @@ func isNotDone(r any) bool {
 	err, ok := r.(error)
 	return ok && errors.Is(err, weft.ErrNotDone)
 }
+
+// TestUncountedCont runs a record made by NewUncountedCont, which has no
+// counters, through yields, a nested continuation, a panic and Resets: it
+// behaves as a counted one does, its Stats stay zero, and it stays
+// uncounted across Reset, while a counted record nested in it counts.
+func TestUncountedCont(t *testing.T) {
+	s, inner := scope.New("uncounted"), scope.New("uncounted-inner")
+	sum := 0
+	body := func(n int) func() {
+		return func() {
+			for i := range n {
+				if _, perr := weft.Yield(s); perr != nil {
+					panic(perr)
+				}
+				runtime.GC()
+				sum += i
+			}
+		}
+	}
+	c := weft.NewUncountedCont(s, body(5))
+	if runs := runToEnd(t, c); runs != 6 || sum != 10 {
+		t.Fatalf("%d runs and sum %d, want 6 and 10", runs, sum)
+	}
+	if st := c.Stats(); st != (weft.Stats{}) {
+		t.Fatalf("an uncounted continuation's counters are %+v, want zero", st)
+	}
+
+	// Nested: the counted child yields to the uncounted parent's scope.
+	var child *weft.Cont
+	c.Reset(s, func() {
+		child = weft.NewCont(inner, func() {
+			for range 3 {
+				weft.Yield(s)
+			}
+		})
+		for !child.IsDone() {
+			child.Run(nil)
+		}
+	})
+	if runs := runToEnd(t, c); runs != 4 {
+		t.Fatalf("%d runs of the parent, want 4", runs)
+	}
+	if st := c.Stats(); st != (weft.Stats{}) {
+		t.Fatalf("a reset uncounted continuation's counters are %+v, want zero", st)
+	}
+	if st := child.Stats(); st.Runs != 1 || st.Yields != 3 {
+		t.Fatalf("the counted child's counters are %+v, want 1 run and 3 yields", st)
+	}
+
+	c.Reset(s, func() { weft.Yield(s); panic("boom") })
+	c.Run(nil)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+		}()
+		c.Run(nil)
+	}()
+	if st := c.Stats(); st != (weft.Stats{}) {
+		t.Fatalf("counters %+v after a panic, want zero", st)
+	}
+	if r := func() (r any) {
+		defer func() { r = recover() }()
+		weft.NewUncountedCont(nil, func() {})
+		return nil
+	}(); r == nil {
+		t.Fatal("NewUncountedCont accepted a nil scope")
+	}
+}

@@ -19,7 +19,7 @@ func TestParkTakesCaptureFastPath(t *testing.T) {
 	if weft.ActiveBackend() != weft.StackCopying {
 		t.Skip("the capture fast path is the stack-copying backend's: " + weft.Backend())
 	}
-	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	s, err := scheduler.New(scheduler.WithContStats(scheduler.Options{Carriers: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}

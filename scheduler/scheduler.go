@@ -83,6 +83,11 @@ type Options struct {
 	// Context is the parent of every virtual thread's context; nil means
 	// context.Background().
 	Context context.Context
+
+	// contStats gives virtual threads' continuation records the engine's
+	// counters (weft.NewCont), which tests read; a parked virtual thread
+	// is 64 bytes smaller without them (weft.NewUncountedCont).
+	contStats bool
 }
 
 // Scheduler runs virtual threads on carrier goroutines.
@@ -288,7 +293,10 @@ func (s *Scheduler) newCont() *weft.Cont {
 			return cont
 		}
 	}
-	return weft.NewCont(vthreadScope, vthreadBody)
+	if s.opts.contStats {
+		return weft.NewCont(vthreadScope, vthreadBody)
+	}
+	return weft.NewUncountedCont(vthreadScope, vthreadBody)
 }
 
 // maxFree is how many continuation records of ended virtual threads a
