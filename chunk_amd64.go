@@ -77,8 +77,8 @@ func (c *stackChunk) pointers() []unsafe.Pointer {
 var clearedHook func(c *stackChunk, words []uint32)
 
 // The thaw policy: the innermost record holds weft's own frames above the
-// code that yielded (Yield, a generator's yield function, a scheduler's
-// park) and firstRecordFrames more (the frame that called the yield API
+// code that yielded (a generator's yield function, a scheduler's park; not
+// Yield's, which a capture leaves out) and firstRecordFrames more (the frame that called the yield API
 // and its caller, so that a loop that yields through a helper resumes
 // without crossing the barrier); every other record holds at least
 // laterRecordFrames; and every record is extended so that no reference
@@ -248,9 +248,12 @@ type captureScratch struct {
 	first     []int32 // where each record's pointers and references start in order
 	fill      []int32
 
-	// What templateFor needs to know about the capture.
+	// What templateFor needs to know about the capture: capture's own
+	// frame, the frame it left out (skipPC 0 if none) and the barrier.
 	selfPC           uintptr
 	selfSize         uint32
+	skipPC           uintptr
+	skipSize         uint32
 	stopPC           uintptr
 	stopSize         uint32
 	barrier, objects bool
@@ -289,7 +292,11 @@ func (e *errPinned) Error() string {
 // capture freezes into c the frames from its caller's frame (which
 // continues right after this call) up to, not including, the innermost
 // frame of the function whose entry PC is boundary, or of arch.Thaw, the
-// return barrier under frames thawed from c. Frames above a barrier are
+// return barrier under frames thawed from c. With skip, the region starts
+// at the caller's caller instead, which continues where the caller
+// returns: the caller is weft.Yield, whose frame holds nothing a resume
+// needs (its results are made by yieldReturn), so a suspended
+// continuation does not keep it and a round trip does not copy it. Frames above a barrier are
 // pushed as new records on top of those still frozen; frames above
 // boundary replace c's records. It returns an *errPinned if the region
 // cannot be frozen, and another error if the walk finds no boundary frame;
@@ -301,17 +308,17 @@ func (e *errPinned) Error() string {
 // only with bounds computed in the same stretch of code without calls.
 //
 //go:noinline
-func (c *stackChunk) capture(boundary uintptr) error {
-	// Start at capture's own frame and step to its caller, the innermost
-	// frame of the region.
+func (c *stackChunk) capture(boundary uintptr, skip bool) error {
+	// Start at capture's own frame and step to its caller (and with skip,
+	// to the caller's caller), the innermost frame of the region.
 	pc, sp := arch.CallerPCSP()
 	if t := c.tmpl; t != nil {
-		if c.fastCapture(t, pc, sp) {
+		if c.fastCapture(t, pc, sp, skip) {
 			c.lastTemplated = true
 			return nil
 		}
 		// Another chain than the last capture's may have a template too.
-		if o := templateAt(pc, sp); o != nil && o != t && c.fastCapture(o, pc, sp) {
+		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
 			c.tmpl, c.lastTemplated = o, true
 			return nil
 		}
@@ -319,7 +326,7 @@ func (c *stackChunk) capture(boundary uintptr) error {
 	c.lastTemplated = false
 	s := scratchPool.Get().(*captureScratch)
 	s.c = c
-	err := c.captureIn(s, boundary, pc, sp)
+	err := c.captureIn(s, boundary, pc, sp, skip)
 	if err == nil {
 		c.tmpl = s.templateFor()
 		if c.tmpl != nil {
@@ -335,7 +342,7 @@ var scThaw = arch.ThawPC()
 
 // captureIn is capture, given capture's own PC and SP, with the scratch s.
 // Its frame lies below capture's, outside the region.
-func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, sp unsafe.Pointer) error {
+func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, sp unsafe.Pointer, skip bool) error {
 	d := descFor(pc)
 	if d.bad {
 		return errors.New("weft: capture: its own frame cannot be described")
@@ -343,6 +350,16 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	s.selfPC, s.selfSize = pc, d.size
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 	sp = unsafe.Add(sp, d.size)
+	s.skipPC, s.skipSize = 0, 0
+	if skip {
+		d := descFor(pc)
+		if d.bad || !d.yield {
+			return errors.New("weft: capture: the frame to leave out is not weft.Yield's")
+		}
+		s.skipPC, s.skipSize = pc, d.size
+		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+		sp = unsafe.Add(sp, d.size)
+	}
 	base := sp
 	s.ptrs, s.ptrAt, s.refs, s.weak, s.cleared = s.ptrs[:0], s.ptrAt[:0], s.refs[:0], s.weak[:0], s.cleared[:0]
 	s.outerBP = -1 // set below if the outermost frame saves one

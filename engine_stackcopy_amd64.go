@@ -204,13 +204,14 @@ func (c *Cont) countYields() {
 // entry trampoline, as part of a yield to t that an inner continuation
 // made, and returns when c is thawed: cancelled if c was abandoned
 // meanwhile and must unwind. If c cannot be frozen, it returns at once
-// with the reason, and nothing is suspended. weft.Yield does the same for
-// the continuation it suspends first, in its own frame.
+// with the reason, and nothing is suspended. weft.Yield freezes the
+// continuation it suspends first from its own caller's frame instead
+// (scCont.leave).
 //
 //go:noinline
 func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 	c.target = t
-	return c.sc.settle(c.sc.chunk.capture(scEntry))
+	return c.sc.settle(c.sc.chunk.capture(scEntry, false))
 }
 
 // scEntry is the entry PC of arch.Enter, the boundary of every region.

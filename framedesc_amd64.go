@@ -37,6 +37,9 @@ type frameDesc struct {
 	// continuation or package scheduler): the frames a yield adds
 	// above the code that yields, which the thaw policy does not count.
 	engine bool
+	// yield: the function is weft.Yield, whose frame a capture leaves
+	// out (capture's skip).
+	yield bool
 	// stop is bad || pinned || mapErr || goexit: the walk cannot go on
 	// through the frame (unless it is the boundary).
 	stop bool
@@ -108,6 +111,7 @@ func decodeDesc(pc uintptr) *frameDesc {
 	}
 	d.fn, d.entry = f, f.Entry()
 	d.engine = enginePackage(f.Name())
+	d.yield = f.Name() == yieldName
 	delta := f.SPDelta(pc)
 	if delta < 0 {
 		d.bad = true
@@ -162,13 +166,16 @@ func decodeDesc(pc uintptr) *frameDesc {
 	return d
 }
 
+// yieldName is weft.Yield's name in the runtime's tables.
+const yieldName = "github.com/weftrt/weft.Yield"
+
 // enginePackage reports whether the function named fn is one of weft's
 // own that a yield runs above the code that yields: the engine's yield
 // path, or anything in package continuation or package scheduler (not
 // their tests, whose packages are named differently).
 func enginePackage(fn string) bool {
 	switch fn {
-	case "github.com/weftrt/weft.Yield", "github.com/weftrt/weft.(*Cont).scSuspend", "github.com/weftrt/weft.scYield":
+	case yieldName, "github.com/weftrt/weft.yieldReturn", "github.com/weftrt/weft.(*Cont).scSuspend", "github.com/weftrt/weft.scYield":
 		return true
 	}
 	return strings.HasPrefix(fn, "github.com/weftrt/weft/continuation.") || strings.HasPrefix(fn, "github.com/weftrt/weft/scheduler.")

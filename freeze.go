@@ -29,6 +29,11 @@ import (
 //
 // Yield panics with an error wrapping ErrNotInScope if s is nil or no
 // continuation of s is mounted on the calling goroutine.
+//
+// Yield is never inlined: the capture leaves its frame out, and must find
+// it (captureIn checks).
+//
+//go:noinline
 func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	if s == nil {
 		panic(nilScope("Yield"))
@@ -61,18 +66,14 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		if rt.CurLockCount() != t.local.Locks {
 			return t, t.pinnedYield(pinning.LockedThread, 0)
 		}
-		// This frame captures itself (scSuspend does the same for the
-		// continuations outside): one frame fewer to freeze, thaw and
-		// return through on every yield.
+		// The region starts at this frame's caller, which a resume
+		// continues as if this call had returned: no frame of the engine
+		// is frozen with the continuation, copied on a round trip, or
+		// returned through. The results are yieldReturn's, which the
+		// resume calls in the caller's frame where this call returns.
 		cur.target = t
-		cancelled, pe := cur.sc.settle(cur.sc.chunk.capture(scEntry))
-		if pe != nil {
-			return t, t.pinnedFrom(pe)
-		}
-		if cancelled {
-			runtime.Goexit()
-		}
-		return t, nil
+		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true))
+		return t, t.pinnedFrom(pe) // leave returns only if nothing was suspended
 	}
 	if rt.CurLockCount() != cur.local.Locks {
 		// The body goroutine locked its thread (or unlocked it) since it

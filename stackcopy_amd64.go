@@ -10,6 +10,7 @@ import (
 	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/pinning"
 )
 
 // This file drives the destructive half of the stack-copying backend, whose
@@ -42,8 +43,12 @@ type scCont struct {
 	started bool
 	yielded bool // the last arch.Enter returned because of a yield
 	resumed bool // set before a thaw; scYield returns when it sees it
-	done    bool
-	cancel  bool
+	// elided: the last capture left out weft.Yield's frame (leave), and
+	// the resume calls yieldReturn where Yield returns, instead of
+	// setting resumed.
+	elided bool
+	done   bool
+	cancel bool
 }
 
 // maxKeptArrays bounds the bytes of stack-chunk arrays that a finished
@@ -142,6 +147,14 @@ func (c *scCont) prepareThaw() {
 		n := uint32(c.chunk.memory()[top-2]) // the image words of the last record
 		ensureStack(uintptr(n)*wordSize + 8<<10)
 	}
+	if c.elided {
+		// As if the innermost frame had called yieldReturn where it
+		// continues: Thaw's mode 1.
+		c.elided = false
+		c.chunk.Rethrow = yieldReturnPC
+		c.mode = 1
+		return
+	}
 	c.mode = 0
 	c.resumed = true
 }
@@ -224,9 +237,27 @@ func frozenGoexit() {
 	runtime.Goexit()
 }
 
+// yieldReturn ends, on the resume, a weft.Yield whose frame the capture
+// left out (scCont.leave): arch.Thaw calls it as if the frame that called
+// Yield had called it where Yield returns, so its results are Yield's. It
+// does what Yield would have done after its capture "returned": report a
+// failed freeze of an enclosing continuation, or unwind an abandoned one.
+func yieldReturn() (*Cont, *pinning.Error) {
+	c := contOf(gls.Current())
+	s, t := &c.sc, c.target
+	if s.rare != nil && s.rare.pinErr != nil {
+		return t, t.pinnedFrom(s.takePinErr())
+	}
+	if s.cancel {
+		runtime.Goexit()
+	}
+	return t, nil
+}
+
 var (
 	frozenPanicPC  = reflect.ValueOf(frozenPanic).Pointer()
 	frozenGoexitPC = reflect.ValueOf(frozenGoexit).Pointer()
+	yieldReturnPC  = reflect.ValueOf(yieldReturn).Pointer()
 )
 
 // scYield suspends the running scCont: it captures the frames from its own
@@ -236,7 +267,7 @@ var (
 //
 //go:noinline
 func scYield(c *scCont) bool {
-	err := c.chunk.capture(scEntry)
+	err := c.chunk.capture(scEntry, false)
 	if c.resumed {
 		c.resumed = false
 		return true
@@ -245,7 +276,7 @@ func scYield(c *scCont) bool {
 		c.rareState().err = err
 		return false
 	}
-	c.yielded = true
+	c.yielded, c.elided = true, false
 	arch.JumpBack(c.chunk.TopOff)
 	panic("unreachable: arch.JumpBack returned")
 }
@@ -267,7 +298,21 @@ func (s *scCont) settle(err error) (cancelled bool, pe *errPinned) {
 	if err != nil {
 		return false, refused(err)
 	}
-	s.yielded = true
+	s.yielded, s.elided = true, false
+	arch.JumpBack(s.chunk.TopOff)
+	panic("unreachable: arch.JumpBack returned")
+}
+
+// leave finishes a capture that weft.Yield made from its caller's frame
+// (the capture call is leave's argument): it jumps back, the region being
+// frozen, or reports why nothing was suspended. The capture call never
+// "returns" again: the resume continues the caller of Yield through
+// yieldReturn.
+func (s *scCont) leave(err error) *errPinned {
+	if err != nil {
+		return refused(err)
+	}
+	s.yielded, s.elided = true, true
 	arch.JumpBack(s.chunk.TopOff)
 	panic("unreachable: arch.JumpBack returned")
 }

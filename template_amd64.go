@@ -37,6 +37,8 @@ const maxTemplateFrames = 16
 type captureTemplate struct {
 	selfPC   uintptr // capture's own PC, where the walk starts
 	selfSize uint32
+	skipPC   uintptr // the PC of the frame capture left out, 0 if none
+	skipSize uint32
 	nf       int
 	pcs      [maxTemplateFrames]uintptr
 	sizes    [maxTemplateFrames]uint32
@@ -70,19 +72,27 @@ func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
 }
 
 // fastCapture captures the region above the return barrier with the
-// template t, given capture's own PC and SP. It reports false, having
+// template t, given capture's own PC and SP and whether it leaves out its
+// caller's frame. It reports false, having
 // committed nothing, if the region does not match t or holds something t
 // does not cover; the general path then captures it.
 //
 // It makes no call that could move the stack between the walk and the
 // copy (snapshot is nosplit), and re-reads pointers from the live stack
 // through base, as captureIn does.
-func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer) bool {
-	if pc != t.selfPC {
+func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer, skip bool) bool {
+	if pc != t.selfPC || skip != (t.skipPC != 0) {
 		return false
 	}
 	pc = *(*uintptr)(unsafe.Add(sp, t.selfSize-8))
 	sp = unsafe.Add(sp, t.selfSize)
+	if skip {
+		if pc != t.skipPC {
+			return false
+		}
+		pc = *(*uintptr)(unsafe.Add(sp, t.skipSize-8))
+		sp = unsafe.Add(sp, t.skipSize)
+	}
 	base := sp
 	for i := range t.nf {
 		if pc != t.pcs[i] {
@@ -151,8 +161,8 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 }
 
 // templateAt finds the published template of the chain of frames from
-// capture's caller up to the return barrier, given capture's own PC and
-// SP, by walking the chain with the frame descriptors; nil if there is
+// capture's caller (or with skip, its caller's caller) up to the return
+// barrier, given capture's own PC and SP, by walking the chain with the frame descriptors; nil if there is
 // none. A yield loop that alternates between call chains (a send then a
 // receive; a park in a read, then in a write) finds each chain's template
 // here once the chunk's own, the last chain's, does not match.
@@ -160,16 +170,25 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 // Descriptors come from descFor, whose lookups may move the stack: sp is
 // an unsafe.Pointer, which moves with it, and only offsets from it are
 // read.
-func templateAt(pc uintptr, sp unsafe.Pointer) *captureTemplate {
+func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 	// Tests set templateAtHook to grow the stack at every step of the
 	// walk, as a descriptor lookup that misses the cache may.
-	selfPC := pc
+	selfPC, skipPC := pc, uintptr(0)
 	d := descFor(pc)
 	if d.bad {
 		return nil
 	}
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 	sp = unsafe.Add(sp, d.size)
+	if skip {
+		d := descFor(pc)
+		if d.bad {
+			return nil
+		}
+		skipPC = pc
+		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+		sp = unsafe.Add(sp, d.size)
+	}
 	var pcs [maxTemplateFrames]uintptr
 	nf := 0
 	for {
@@ -189,7 +208,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer) *captureTemplate {
 		sp = unsafe.Add(sp, d.size)
 	}
 	t := templateSlot(pcs[:nf]).Load()
-	if t == nil || t.nf != nf || t.pcs != pcs || t.selfPC != selfPC || t.stopPC != pc {
+	if t == nil || t.nf != nf || t.pcs != pcs || t.selfPC != selfPC || t.skipPC != skipPC || t.stopPC != pc {
 		return nil
 	}
 	return t
@@ -212,10 +231,10 @@ func (s *captureScratch) templateFor() *captureTemplate {
 		pcs[i] = s.frames[i].pc
 	}
 	slot := templateSlot(pcs[:nf])
-	if t := slot.Load(); t != nil && t.nf == nf && t.pcs == pcs && t.selfPC == s.selfPC && t.stopPC == s.stopPC {
+	if t := slot.Load(); t != nil && t.nf == nf && t.pcs == pcs && t.selfPC == s.selfPC && t.skipPC == s.skipPC && t.stopPC == s.stopPC {
 		return t
 	}
-	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, words: len(s.words)}
+	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, words: len(s.words)}
 	seen := make(map[uint32]bool)
 	for i := range s.frames {
 		f := &s.frames[i]

@@ -1,0 +1,143 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"errors"
+	"reflect"
+	"runtime"
+	"testing"
+
+	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/pinning"
+	"github.com/weftrt/weft/scope"
+)
+
+// requireStackCopy skips a test of the stack-copying backend's Yield where
+// that backend is not in use (CI checks that it is on linux/amd64).
+func requireStackCopy(t *testing.T) {
+	t.Helper()
+	if !useStackCopy {
+		t.Skip("needs the stack-copying backend, which is not in use: " + backendName)
+	}
+}
+
+// yieldThrice yields to s three times from its own frame, with locals live
+// across the yields, and checks what each Yield returns.
+//
+//go:noinline
+func yieldThrice(s *scope.Scope, want **Cont, sum *int) {
+	a, b := 3, &capNode{v: 4}
+	for i := range 3 {
+		got, perr := Yield(s)
+		if perr != nil || got != *want {
+			panic(errors.New("Yield returned the wrong continuation, or an error"))
+		}
+		runtime.GC()
+		a += i
+		b.v += a
+	}
+	*sum = a + b.v
+}
+
+// A yield freezes the frames from Yield's caller down, not Yield's own:
+// the innermost frozen frame continues in the caller, where Yield returns,
+// and every resume (on a fresh goroutine, after a collection) gets Yield's
+// results from yieldReturn.
+func TestStackCopyYieldLeavesOutItsFrame(t *testing.T) {
+	requireStackCopy(t)
+	s := scope.New("elide")
+	var c *Cont
+	sum := 0
+	c = NewCont(s, func() { yieldThrice(s, &c, &sum) })
+	for runs := 0; !c.IsDone(); runs++ {
+		if runs > 3 {
+			t.Fatal("the body did not end after three yields")
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			growBy(8) // a larger stack than the next goroutine's
+			c.Run(nil)
+		}()
+		<-done
+		if c.IsDone() {
+			break
+		}
+		if !c.sc.elided {
+			t.Fatal("the yield's capture did not leave out Yield's frame")
+		}
+		recs := c.sc.chunk.records()
+		if fn := rt.FindFunc(recs[0].pc0 - 1).Name(); fn != "github.com/weftrt/weft.yieldThrice" {
+			t.Fatalf("the innermost frozen frame continues in %s, want yieldThrice (Yield's caller)", fn)
+		}
+		runtime.GC()
+	}
+	// a: 3+0+1+2 = 6; b: 4+3+4+6 = 17.
+	if sum != 23 {
+		t.Fatalf("sum %d, want 23", sum)
+	}
+	if st := c.Stats(); st.Yields != 3 || st.FramesFrozen == 0 || st.FramesThawed != st.FramesFrozen {
+		t.Fatalf("counters %+v: want 3 yields, every frame frozen thawed", st)
+	}
+}
+
+// A yield to an enclosing scope whose continuation cannot be frozen (a
+// reflect call between it and the inner one) thaws the inner continuation
+// again, and yieldReturn makes Yield return the pinning error, running the
+// enclosing continuation's handler there: above the thawed frames, with
+// the collector and stack growth in the handler, and a panic from it
+// recovered by the caller of Yield.
+func TestStackCopyYieldReturnPinned(t *testing.T) {
+	requireStackCopy(t)
+	outerS, innerS := scope.New("elide-outer"), scope.New("elide-inner")
+	for _, panics := range []bool{false, true} {
+		var handled int
+		var got *Cont
+		var perr *pinning.Error
+		var recovered any
+		deferRan := false
+		val := 0
+		inner := NewCont(innerS, func() {
+			defer func() { deferRan = true }()
+			x, h := 7, &capNode{v: 8}
+			func() {
+				defer func() { recovered = recover() }()
+				got, perr = Yield(outerS)
+			}()
+			runtime.GC()
+			val = x + h.v
+		})
+		outer := NewCont(outerS, func() {
+			reflect.ValueOf(func() {
+				for !inner.IsDone() {
+					inner.Run(nil)
+				}
+			}).Call(nil)
+		})
+		outer.SetPinnedHandler(func(c *Cont, e *pinning.Error) {
+			handled++
+			runtime.GC()
+			growBy(32) // moves the stack under the thawed frames
+			if panics {
+				panic(e)
+			}
+		})
+		outer.Run(nil)
+		if !outer.IsDone() || !inner.IsDone() {
+			t.Fatalf("panics=%v: the continuations did not finish", panics)
+		}
+		if handled != 1 || val != 15 || !deferRan {
+			t.Fatalf("panics=%v: handler ran %d times, val %d, inner's deferred call ran: %v", panics, handled, val, deferRan)
+		}
+		if panics {
+			if e, ok := recovered.(*pinning.Error); !ok || e.Reason != pinning.ReflectFrame {
+				t.Fatalf("recovered %v, want the handler's *pinning.Error (ReflectFrame)", recovered)
+			}
+			continue
+		}
+		if got != outer || perr == nil || perr.Reason != pinning.ReflectFrame {
+			t.Fatalf("Yield returned %p, %v; want the outer continuation %p and a ReflectFrame error", got, perr, outer)
+		}
+	}
+}
