@@ -137,13 +137,12 @@ func (n *chanNode[T]) fire() bool {
 // it has claimed it.
 func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
 	if vt := Current(); vt != nil && ctx == nil && d < 0 {
-		r := vt.ownRare()
-		n, _ := r.node.(*chanNode[T])
+		n, _ := vt.node.(*chanNode[T])
 		if n == nil {
 			n = &chanNode[T]{}
 			n.w = &n.own
 			n.own.vt = vt
-			r.node = n
+			vt.node = n
 		}
 		n.own.state.Store(waiting)
 		n.index = -1

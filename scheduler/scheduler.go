@@ -191,6 +191,7 @@ type VThread struct {
 	action   int8          // what the last yield asked of the carrier: actPark, actYield
 	returned bool          // fn returned (body)
 	ended    bool          // finish has run; under joinMu
+	pinCh    chan struct{} // made by the first park that blocks pinned
 
 	fn func(context.Context) error // what Go was given, until the body starts it
 
@@ -199,12 +200,14 @@ type VThread struct {
 	// joiner is the first virtual thread to wait in Join, which needs
 	// nothing else; the others, and Done's channel, are in rare.
 	joiner *VThread
-	// rare holds what most virtual threads never need (a name, Done's
-	// channel, joiners after the first, a pinned park's channel, a
-	// reusable channel node), made by the first that does: GoNamed
-	// before it publishes vt, the rest under joinMu.
+	// rare holds what most virtual threads never need, made by the first
+	// that does: GoNamed before it publishes vt, the rest under joinMu.
 	// Every parked virtual thread has a VThread, so it stays small.
 	rare atomic.Pointer[vtRare]
+	// node is the node of the last blocking Send or Recv without a
+	// timeout or context, a *chanNode[T], which the next one of the same
+	// T reuses (chan.go).
+	node any
 }
 
 // vtRare is the part of a VThread that most never need.
@@ -215,25 +218,6 @@ type vtRare struct {
 	// virtual threads other than joiner waiting in Join or Wait.
 	done  chan struct{}
 	joinq *waiter
-
-	// What only the virtual thread itself reads and writes, once made:
-	// pinCh, made by the first park that blocks pinned (parkPinned), and
-	// node, the node of the last blocking Send or Recv without a timeout
-	// or context, a *chanNode[T], which the next one of the same T reuses
-	// (chan.go).
-	pinCh chan struct{}
-	node  any
-}
-
-// ownRare returns vt's rare part, made if need be, for vt itself: the
-// fields that only vt uses need no lock once the part exists.
-func (vt *VThread) ownRare() *vtRare {
-	if r := vt.rare.Load(); r != nil {
-		return r
-	}
-	vt.joinMu.Lock()
-	defer vt.joinMu.Unlock()
-	return vt.rareLocked()
 }
 
 // rareLocked returns vt's rare part, made if need be; called with joinMu
@@ -590,7 +574,7 @@ func (vt *VThread) unparkOn(c *carrier) {
 		}
 		vt.s.ready(vt, false)
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
-		vt.rare.Load().pinCh <- struct{}{}
+		vt.pinCh <- struct{}{}
 	}
 }
 
@@ -640,16 +624,15 @@ func (s *Scheduler) parkPinned(vt *VThread, perr *pinning.Error) {
 	if int(n) <= s.opts.MaxCompensation {
 		s.startTemp()
 	}
-	r := vt.ownRare()
-	if r.pinCh == nil {
+	if vt.pinCh == nil {
 		// Published to unparkOn by the store of vtPinned.
-		r.pinCh = make(chan struct{}, 1)
+		vt.pinCh = make(chan struct{}, 1)
 	}
 	vt.state.Store(vtPinned)
 	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
 		return
 	}
-	<-r.pinCh
+	<-vt.pinCh
 }
 
 // PinSite identifies where virtual threads were pinned: the reason and the
@@ -704,9 +687,7 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	if g := vt.group; g != nil {
 		g.childEnded(vt)
 	}
-	if r := vt.rare.Load(); r != nil {
-		r.node = nil // a handle kept after the end keeps no channel node
-	}
+	vt.node = nil // a handle kept after the end keeps no channel node
 	if cont := vt.cont; c != nil && cont.IsDone() {
 		// Nothing else refers to the record: keep it for the next
 		// virtual thread started on c. (IsDone also holds for a record
