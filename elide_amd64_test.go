@@ -141,3 +141,11 @@ func TestStackCopyYieldReturnPinned(t *testing.T) {
 		}
 	}
 }
+
+// The capture finds Yield's frame by its name in the runtime's tables:
+// the name must be Yield's.
+func TestStackCopyYieldName(t *testing.T) {
+	if got := runtime.FuncForPC(reflect.ValueOf(Yield).Pointer()).Name(); got != yieldName {
+		t.Fatalf("Yield is %q in the runtime's tables; the capture looks for %q", got, yieldName)
+	}
+}

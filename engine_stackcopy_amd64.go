@@ -24,7 +24,7 @@ import (
 //
 //	caller of A.Run ... A.Run, scMount, arch.Enter, host, arch.Thaw    (A's boundary: its barrier)
 //	A's body ... B.Run, scMount, arch.Enter, host, arch.Thaw           (B's boundary)
-//	B's body ... weft.Yield, capture
+//	B's body ... (weft.Yield, capture: not part of the region)
 //
 // (Before a continuation's first yield its body is called by arch.Enter
 // directly, which is then the boundary.) A yield to A's scope captures B's

@@ -167,7 +167,7 @@ func decodeDesc(pc uintptr) *frameDesc {
 }
 
 // yieldName is weft.Yield's name in the runtime's tables.
-const yieldName = "github.com/weftrt/weft.Yield"
+const yieldName = enginePrefix + "Yield"
 
 // enginePackage reports whether the function named fn is one of weft's
 // own that a yield runs above the code that yields: the engine's yield

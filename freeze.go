@@ -16,7 +16,8 @@ import (
 // continuation nested inside it. On the portable backend "freezing" a
 // continuation means parking its body goroutine; on the stack-copying
 // backend it means copying its frames into its stack chunk (capture, from
-// Yield's own frame).
+// Yield's caller's frame: Yield's own is left out, and yieldReturn makes
+// its results on the resume).
 
 // Yield suspends the innermost continuation of scope s mounted on the
 // calling goroutine, and every continuation nested inside it, and returns

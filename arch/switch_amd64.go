@@ -42,8 +42,10 @@ type Link struct {
 	Ptrs   unsafe.Pointer // *unsafe.Pointer
 	PtrTop uintptr
 	// Rethrow is the ABIInternal entry of a function without arguments
-	// that Thaw calls, in the innermost frame of the next record, instead
-	// of continuing that frame, when Thaw is called with mode 1.
+	// that Thaw calls, as if the innermost frame of the next record had
+	// called it where that frame continues, when Thaw is called with
+	// mode 1. If it returns, the frame continues with its results in the
+	// result registers (weft's yieldReturn makes Yield's results so).
 	Rethrow uintptr
 	// Thawed counts what Thaw has copied: frames<<32 | image words.
 	// Whoever reads it must zero it at least once per mount; a mount
