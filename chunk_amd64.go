@@ -78,13 +78,14 @@ var clearedHook func(c *stackChunk, words []uint32)
 
 // The thaw policy: the innermost record holds weft's own frames above the
 // code that yielded (a generator's yield function, a scheduler's park; not
-// Yield's, which a capture leaves out) and firstRecordFrames more (the frame that called the yield API
-// and its caller, so that a loop that yields through a helper resumes
-// without crossing the barrier); every other record holds at least
-// laterRecordFrames; and every record is extended so that no reference
-// into the stack crosses a record boundary: no thawed frame ever points
-// into a frame that is still frozen. A record's outermost frame also has
-// at most arch.MaxRecordArgs bytes of arguments.
+// Yield's, which a capture leaves out) and firstRecordFrames more (the
+// frame that called the yield API and its caller, so that a loop that
+// yields through a helper resumes without crossing the barrier); every
+// other record holds at least laterRecordFrames; and every record is
+// extended so that no reference into the stack crosses a record boundary:
+// no thawed frame ever points into a frame that is still frozen. A
+// record's outermost frame also has at most arch.MaxRecordArgs bytes of
+// arguments.
 const (
 	firstRecordFrames = 2
 	laterRecordFrames = 8
@@ -296,8 +297,8 @@ func (e *errPinned) Error() string {
 // at the caller's caller instead, which continues where the caller
 // returns: the caller is weft.Yield, whose frame holds nothing a resume
 // needs (its results are made by yieldReturn), so a suspended
-// continuation does not keep it and a round trip does not copy it. Frames above a barrier are
-// pushed as new records on top of those still frozen; frames above
+// continuation does not keep it and a round trip does not copy it. Frames
+// above a barrier are pushed as new records on top of those still frozen; frames above
 // boundary replace c's records. It returns an *errPinned if the region
 // cannot be frozen, and another error if the walk finds no boundary frame;
 // c is unchanged then.

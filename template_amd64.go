@@ -162,8 +162,8 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 
 // templateAt finds the published template of the chain of frames from
 // capture's caller (or with skip, its caller's caller) up to the return
-// barrier, given capture's own PC and SP, by walking the chain with the frame descriptors; nil if there is
-// none. A yield loop that alternates between call chains (a send then a
+// barrier, given capture's own PC and SP, by walking the chain with the
+// frame descriptors; nil if there is none. A yield loop that alternates between call chains (a send then a
 // receive; a park in a read, then in a write) finds each chain's template
 // here once the chunk's own, the last chain's, does not match.
 //
