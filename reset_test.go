@@ -25,6 +25,20 @@ func runToEnd(t *testing.T, c *weft.Cont) int {
 	}
 }
 
+// resetToPanic resets c to a body that yields once and then panics, and
+// runs it to the panic, which it checks.
+func resetToPanic(t *testing.T, c *weft.Cont, s *scope.Scope) {
+	t.Helper()
+	c.Reset(s, func() { weft.Yield(s); panic("boom") })
+	c.Run(nil)
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Errorf("recovered %v, want boom", r)
+		}
+	}()
+	c.Run(nil)
+}
+
 // resetPanic returns what Reset panicked with, or nil.
 func resetPanic(c *weft.Cont, s *scope.Scope, body func()) (r any) {
 	defer func() { r = recover() }()
@@ -88,16 +102,7 @@ func TestReset(t *testing.T) {
 
 	// A body that panicked, and one that called runtime.Goexit, leave a
 	// record that can be reset too.
-	c.Reset(s, func() { weft.Yield(s); panic("boom") })
-	c.Run(nil)
-	func() {
-		defer func() {
-			if r := recover(); r != "boom" {
-				t.Errorf("recovered %v, want boom", r)
-			}
-		}()
-		c.Run(nil)
-	}()
+	resetToPanic(t, c, s)
 	c.Reset(s, func() { weft.Yield(s); runtime.Goexit() })
 	c.Run(nil)
 	done := make(chan struct{})
@@ -202,16 +207,7 @@ func TestUncountedCont(t *testing.T) {
 		t.Fatalf("the counted child's counters are %+v, want 1 run and 3 yields", st)
 	}
 
-	c.Reset(s, func() { weft.Yield(s); panic("boom") })
-	c.Run(nil)
-	func() {
-		defer func() {
-			if r := recover(); r != "boom" {
-				t.Errorf("recovered %v, want boom", r)
-			}
-		}()
-		c.Run(nil)
-	}()
+	resetToPanic(t, c, s)
 	if st := c.Stats(); st != (weft.Stats{}) {
 		t.Fatalf("counters %+v after a panic, want zero", st)
 	}
