@@ -76,3 +76,53 @@ func TestParkTakesCaptureFastPath(t *testing.T) {
 		t.Fatalf("%d of %d parks took the capture fast path, want all but a few", stats.Templated, stats.Yields)
 	}
 }
+
+// parkOnce is a virtual thread's function that parks once, called
+// directly: its frame is a return address and a saved frame pointer.
+//
+//go:noinline
+func parkOnce(ctx context.Context) error {
+	scheduler.Park()
+	return nil
+}
+
+// A virtual thread parked in its own function freezes the scheduler's two
+// frames around it, vthreadBody under it and Park over it, and every
+// parked virtual thread keeps them: they stay within a budget of 80 bytes
+// (32 and 48; a call with a wider argument list in either, such as a
+// panic's or a three-argument method's, would add its words to every
+// parked thread). parkOnce's own frame is 16 bytes.
+func TestParkFramesBudget(t *testing.T) {
+	if weft.ActiveBackend() != weft.StackCopying {
+		t.Skip("frozen frames are the stack-copying backend's: " + weft.Backend())
+	}
+	s, err := scheduler.New(scheduler.WithContStats(scheduler.Options{Carriers: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	vt, err := s.Go(parkOnce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats weft.Stats
+	probe, err := s.Go(func(ctx context.Context) error {
+		// One carrier: vt has parked before this runs.
+		stats = scheduler.ContStats(vt)
+		vt.Unpark()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Join(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 80 + 16
+	if stats.Yields != 1 || stats.FramesFrozen != 3 || stats.BytesFrozen > budget {
+		t.Fatalf("a park in the function froze %d frames, %d bytes in %d yields; want 3 frames, at most %d bytes, in one yield", stats.FramesFrozen, stats.BytesFrozen, stats.Yields, budget)
+	}
+}

@@ -321,7 +321,18 @@ func vthreadBody() {
 	vt := Current()
 	fn := vt.fn
 	vt.fn = nil
-	vt.err = fn(&vt.ctx)
+	bodyReturned(fn(&vt.ctx))
+}
+
+// bodyReturned records the error a virtual thread's function returned. It
+// finds the virtual thread again rather than have vthreadBody keep vt
+// across the call: a word less in the frame that every parked virtual
+// thread has frozen at the bottom of its stack.
+//
+//go:noinline
+func bodyReturned(err error) {
+	vt := Current()
+	vt.err = err
 	vt.returned = true
 }
 
@@ -528,7 +539,7 @@ func Current() *VThread {
 func Park() {
 	vt := Current()
 	if vt == nil {
-		panic("scheduler.Park: not called from a virtual thread")
+		parkOutside()
 	}
 	// vt.park, by hand: one frame less to freeze with every virtual
 	// thread parked here.
@@ -537,9 +548,18 @@ func Park() {
 	}
 	vt.action = actPark
 	if _, perr := weft.Yield(vthreadScope); perr != nil {
-		vt.s.parkPinned(vt, perr)
+		parkPinned(perr)
 	}
 	vt.permit.CompareAndSwap(true, false)
+}
+
+// parkOutside panics for Park called outside a virtual thread. A panic
+// in Park itself would give its frame, which every virtual thread parked
+// there has frozen, an argument area for the panic's two-word value.
+//
+//go:noinline
+func parkOutside() {
+	panic("scheduler.Park: not called from a virtual thread")
 }
 
 func (vt *VThread) park() {
@@ -548,7 +568,7 @@ func (vt *VThread) park() {
 	}
 	vt.action = actPark
 	if _, perr := weft.Yield(vthreadScope); perr != nil {
-		vt.s.parkPinned(vt, perr)
+		parkPinned(perr)
 	}
 	vt.permit.CompareAndSwap(true, false)
 }
@@ -615,9 +635,17 @@ func Sleep(d time.Duration) {
 	t.Stop()
 }
 
-// parkPinned blocks the carrier of a virtual thread whose park could not
-// suspend it, until Unpark.
-func (s *Scheduler) parkPinned(vt *VThread, perr *pinning.Error) {
+// parkPinned blocks the carrier of the virtual thread whose park could
+// not suspend it, until Unpark. It takes the one argument and finds the
+// virtual thread itself: the frames of Park and park, which every parked
+// virtual thread has frozen, hold the argument area of their largest call,
+// and a call with three words of arguments here made each two words
+// larger. The go:noinline keeps it so.
+//
+//go:noinline
+func parkPinned(perr *pinning.Error) {
+	vt := Current()
+	s := vt.s
 	s.countPin(perr)
 	n := s.blocked.Add(1)
 	defer s.blocked.Add(-1)
