@@ -51,11 +51,6 @@ type stackChunk struct {
 	// record per continuation, and every parked virtual thread has one.
 	memLen, ptrsLen, ptrHigh uint32
 
-	// lastFrames and lastWords are what the last capture froze;
-	// lastTemplated, whether it took the fast path.
-	lastFrames, lastWords uint32
-	lastTemplated         bool
-
 	// tmpl is the template of the last capture, if it qualified: the next
 	// capture tries it first (template_amd64.go).
 	tmpl *captureTemplate
@@ -301,7 +296,10 @@ func (e *errPinned) Error() string {
 // above a barrier are pushed as new records on top of those still frozen; frames above
 // boundary replace c's records. It returns an *errPinned if the region
 // cannot be frozen, and another error if the walk finds no boundary frame;
-// c is unchanged then.
+// c is unchanged then. If n is not nil, a capture that succeeds counts what
+// it froze there: the counters of the continuation whose record holds c
+// (what the last capture froze was kept in c for that until the record
+// had to fit a smaller size class).
 //
 // The stack may move whenever capture calls anything, so it keeps
 // positions either as unsafe.Pointers in its own frame (which the runtime
@@ -309,26 +307,30 @@ func (e *errPinned) Error() string {
 // only with bounds computed in the same stretch of code without calls.
 //
 //go:noinline
-func (c *stackChunk) capture(boundary uintptr, skip bool) error {
+func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	// Start at capture's own frame and step to its caller (and with skip,
 	// to the caller's caller), the innermost frame of the region.
 	pc, sp := arch.CallerPCSP()
 	if t := c.tmpl; t != nil {
 		if c.fastCapture(t, pc, sp, skip) {
-			c.lastTemplated = true
+			n.froze(t)
 			return nil
 		}
 		// Another chain than the last capture's may have a template too.
 		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
-			c.tmpl, c.lastTemplated = o, true
+			c.tmpl = o
+			n.froze(o)
 			return nil
 		}
 	}
-	c.lastTemplated = false
 	s := scratchPool.Get().(*captureScratch)
 	s.c = c
 	err := c.captureIn(s, boundary, pc, sp, skip)
 	if err == nil {
+		if n != nil {
+			bump(&n.framesFrozen, uint64(len(s.frames)))
+			bump(&n.bytesFrozen, uint64(len(s.words))*uint64(wordSize)-uint64(s.outerArgs))
+		}
 		c.tmpl = s.templateFor()
 		if c.tmpl != nil {
 			c.roomFor(c.tmpl)
@@ -777,7 +779,6 @@ func (c *stackChunk) push(s *captureScratch) {
 		clear(ptrs[ptop:c.ptrHigh]) // pointers of records thawed since
 	}
 	c.ptrHigh = uint32(ptop)
-	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(len(s.words))-s.outerArgs/uint32(wordSize)
 	if clearedHook != nil {
 		clearedHook(c, s.cleared)
 	}
@@ -853,7 +854,6 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 		clear(ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
 	}
 	c.ptrHigh = uint32(ptop + np)
-	c.lastFrames, c.lastWords = uint32(len(s.frames)), uint32(nw)-s.outerArgs/uint32(wordSize)
 	if clearedHook != nil {
 		clearedHook(c, s.cleared)
 	}

@@ -65,7 +65,7 @@ func growStackBy(n int) byte {
 func capLeaf(c *stackChunk, boundary uintptr, want []unsafe.Pointer, wantRefs []unsafe.Pointer) capCheck {
 	var res capCheck
 	hi := rt.CurG().StackHi
-	res.err = c.capture(boundary, false)
+	res.err = c.capture(boundary, false, nil)
 	res.moved = rt.CurG().StackHi != hi
 	_, sp := arch.CallerPCSP() // capLeaf's SP: the region's base
 	if res.err != nil {
@@ -194,14 +194,14 @@ func TestCaptureRegion(t *testing.T) {
 }
 
 //go:noinline
-func capPlain(c *stackChunk, boundary uintptr) error { return c.capture(boundary, false) }
+func capPlain(c *stackChunk, boundary uintptr) error { return c.capture(boundary, false, nil) }
 
 //go:noinline
 func capWithLoopDefer(c *stackChunk, boundary uintptr) error {
 	for i := 0; i < 1; i++ {
 		defer func() {}()
 	}
-	return c.capture(boundary, false)
+	return c.capture(boundary, false, nil)
 }
 
 func TestCapturePins(t *testing.T) {

@@ -130,6 +130,11 @@ func TestStackCopyYieldReturnPinned(t *testing.T) {
 		if handled != 1 || val != 15 || !deferRan {
 			t.Fatalf("panics=%v: handler ran %d times, val %d, inner's deferred call ran: %v", panics, handled, val, deferRan)
 		}
+		// The inner continuation's frames were frozen and thawed back,
+		// though its yield suspended nothing: the counters say so.
+		if st := inner.Stats(); st.Yields != 0 || st.FramesFrozen == 0 || st.FramesThawed != st.FramesFrozen || st.BytesThawed != st.BytesFrozen {
+			t.Fatalf("panics=%v: inner's stats %+v: want no yield, and as many frames and bytes thawed as frozen", panics, st)
+		}
 		if panics {
 			if e, ok := recovered.(*pinning.Error); !ok || e.Reason != pinning.ReflectFrame {
 				t.Fatalf("recovered %v, want the handler's *pinning.Error (ReflectFrame)", recovered)

@@ -27,9 +27,9 @@ func (s *scCont) kept() scCont { return scCont{} }
 
 type stubChunk struct{}
 
-func (*stubChunk) capture(uintptr, bool) error  { panic(noStackCopy) }
-func (*scCont) settle(error) (bool, *errPinned) { panic(noStackCopy) }
-func (*scCont) leave(error) *errPinned          { panic(noStackCopy) }
+func (*stubChunk) capture(uintptr, bool, *counters) error { panic(noStackCopy) }
+func (*scCont) settle(error) (bool, *errPinned)           { panic(noStackCopy) }
+func (*scCont) leave(error) *errPinned                    { panic(noStackCopy) }
 
 const scEntry = 0
 

@@ -182,20 +182,26 @@ func bump(p *atomic.Uint64, n uint64) {
 	*w += n
 }
 
+// froze counts a capture that took the fast path with template t, if n
+// is not nil.
+func (n *counters) froze(t *captureTemplate) {
+	if n == nil {
+		return
+	}
+	bump(&n.framesFrozen, uint64(t.nf))
+	bump(&n.bytesFrozen, (uint64(t.words)-uint64(t.header[0]>>32))*uint64(wordSize))
+	bump(&n.templated, 1)
+}
+
 // countYields counts, once the whole freeze has succeeded, a yield of c
-// and of every continuation suspended inside it.
+// and of every continuation suspended inside it. (Each capture counted
+// what it froze as it froze it: a freeze that fails in an enclosing
+// continuation after the inner ones were captured still copied their
+// frames, and thaws them back.)
 func (c *Cont) countYields() {
 	for x := c; x != nil; x = x.child {
-		n := x.counters()
-		if n == nil {
-			continue
-		}
-		bump(&n.yields, 1)
-		k := &x.sc.chunk
-		bump(&n.framesFrozen, uint64(k.lastFrames))
-		bump(&n.bytesFrozen, uint64(k.lastWords)*uint64(wordSize))
-		if k.lastTemplated {
-			bump(&n.templated, 1)
+		if n := x.counters(); n != nil {
+			bump(&n.yields, 1)
 		}
 	}
 }
@@ -211,7 +217,7 @@ func (c *Cont) countYields() {
 //go:noinline
 func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
 	c.target = t
-	return c.sc.settle(c.sc.chunk.capture(scEntry, false))
+	return c.sc.settle(c.sc.chunk.capture(scEntry, false, c.counters()))
 }
 
 // scEntry is the entry PC of arch.Enter, the boundary of every region.

@@ -73,7 +73,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		// returned through. The results are yieldReturn's, which the
 		// resume calls in the caller's frame where this call returns.
 		cur.target = t
-		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true))
+		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
 		return t, t.pinnedFrom(pe) // leave returns only if nothing was suspended
 	}
 	if rt.CurLockCount() != cur.local.Locks {

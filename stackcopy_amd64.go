@@ -254,6 +254,10 @@ func yieldReturn() (*Cont, *pinning.Error) {
 	return t, nil
 }
 
+// scYieldCounts, if set (by tests, whose scYield records belong to no
+// Cont), is where scYield's captures count what they froze.
+var scYieldCounts *counters
+
 var (
 	frozenPanicPC  = reflect.ValueOf(frozenPanic).Pointer()
 	frozenGoexitPC = reflect.ValueOf(frozenGoexit).Pointer()
@@ -267,7 +271,7 @@ var (
 //
 //go:noinline
 func scYield(c *scCont) bool {
-	err := c.chunk.capture(scEntry, false)
+	err := c.chunk.capture(scEntry, false, scYieldCounts)
 	if c.resumed {
 		c.resumed = false
 		return true

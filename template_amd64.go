@@ -156,7 +156,6 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 		clear(all[ptop+np : c.ptrHigh]) // pointers of records thawed since
 	}
 	c.ptrHigh = uint32(ptop + np)
-	c.lastFrames, c.lastWords = uint32(t.nf), uint32(t.words)-uint32(t.header[0]>>32)
 	return true
 }
 

@@ -71,8 +71,10 @@ type Stats struct {
 	Pinned uint64
 	// FramesFrozen and BytesFrozen count the frames and stack bytes copied
 	// to the heap by yields; FramesThawed and BytesThawed count those copied
-	// back by resumes. They stay zero on the portable backend, which does
-	// not copy stacks.
+	// back by resumes. A yield to an enclosing scope that an enclosing
+	// continuation's pinned frame refused has still copied the frames of
+	// the continuations inside it, and thawed them back: both count them.
+	// They stay zero on the portable backend, which does not copy stacks.
 	FramesFrozen, BytesFrozen uint64
 	FramesThawed, BytesThawed uint64
 	// Unwinds counts the panics and runtime.Goexit calls that left the
@@ -175,8 +177,8 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 	return &cc.Cont
 }
 
-// NewUncountedCont is NewCont without the counters: 72 bytes less per
-// record (a 224-byte allocation instead of 288), for an executor that
+// NewUncountedCont is NewCont without the counters: a 208-byte
+// allocation per record instead of 288, for an executor that
 // keeps many suspended continuations and reports no Stats of its own. The
 // record's Stats are always zero, and it stays uncounted across Reset.
 func NewUncountedCont(s *scope.Scope, body func()) *Cont {
