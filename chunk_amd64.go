@@ -297,9 +297,7 @@ func (e *errPinned) Error() string {
 // boundary replace c's records. It returns an *errPinned if the region
 // cannot be frozen, and another error if the walk finds no boundary frame;
 // c is unchanged then. If n is not nil, a capture that succeeds counts what
-// it froze there: the counters of the continuation whose record holds c
-// (what the last capture froze was kept in c for that until the record
-// had to fit a smaller size class).
+// it froze there: the counters of the continuation whose record holds c.
 //
 // The stack may move whenever capture calls anything, so it keeps
 // positions either as unsafe.Pointers in its own frame (which the runtime
