@@ -311,13 +311,13 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	pc, sp := arch.CallerPCSP()
 	if t := c.tmpl; t != nil {
 		if c.fastCapture(t, pc, sp, skip) {
-			n.froze(t)
+			n.froze(t.nf, t.frozenBytes(), true)
 			return nil
 		}
 		// Another chain than the last capture's may have a template too.
 		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
 			c.tmpl = o
-			n.froze(o)
+			n.froze(o.nf, o.frozenBytes(), true)
 			return nil
 		}
 	}
@@ -325,10 +325,7 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	s.c = c
 	err := c.captureIn(s, boundary, pc, sp, skip)
 	if err == nil {
-		if n != nil {
-			bump(&n.framesFrozen, uint64(len(s.frames)))
-			bump(&n.bytesFrozen, uint64(len(s.words))*uint64(wordSize)-uint64(s.outerArgs))
-		}
+		n.froze(len(s.frames), uintptr(len(s.words))*wordSize-uintptr(s.outerArgs), false)
 		c.tmpl = s.templateFor()
 		if c.tmpl != nil {
 			c.roomFor(c.tmpl)

@@ -182,15 +182,17 @@ func bump(p *atomic.Uint64, n uint64) {
 	*w += n
 }
 
-// froze counts a capture that took the fast path with template t, if n
-// is not nil.
-func (n *counters) froze(t *captureTemplate) {
+// froze counts a capture of frames frames and bytes bytes of stack, which
+// took the fast path if templated, if n is not nil.
+func (n *counters) froze(frames int, bytes uintptr, templated bool) {
 	if n == nil {
 		return
 	}
-	bump(&n.framesFrozen, uint64(t.nf))
-	bump(&n.bytesFrozen, (uint64(t.words)-uint64(t.header[0]>>32))*uint64(wordSize))
-	bump(&n.templated, 1)
+	bump(&n.framesFrozen, uint64(frames))
+	bump(&n.bytesFrozen, uint64(bytes))
+	if templated {
+		bump(&n.templated, 1)
+	}
 }
 
 // countYields counts, once the whole freeze has succeeded, a yield of c

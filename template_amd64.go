@@ -63,6 +63,12 @@ const templateCacheBits = 8
 // descCache it holds only facts about the binary's code.
 var templateCache [1 << templateCacheBits]atomic.Pointer[captureTemplate]
 
+// frozenBytes returns the bytes of stack a capture with t freezes: its
+// region less the outermost frame's arguments.
+func (t *captureTemplate) frozenBytes() uintptr {
+	return (uintptr(t.words) - t.header[0]>>32) * wordSize
+}
+
 func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
 	h := uint64(len(pcs))
 	for _, pc := range pcs {
