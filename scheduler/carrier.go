@@ -24,6 +24,10 @@ type carrier struct {
 	head  int
 
 	wake chan struct{}
+	// pinned is where a virtual thread blocked pinned on this carrier
+	// (parkPinned) waits for its Unpark: one at a time, as the carrier runs
+	// one, so the channel is the carrier's and not in every VThread.
+	pinned chan struct{}
 
 	// cur is the virtual thread this carrier is running, so that the
 	// carrier can finish it if it ends the carrier's goroutine (Goexit).
@@ -33,6 +37,12 @@ type carrier struct {
 	// carrier, which Go reuses when called from a virtual thread running
 	// on it; only the carrier's goroutine touches them.
 	free []*weft.Cont
+}
+
+// newCarrier returns carrier id of s, not yet started, bound to no CPU; a
+// temp one is a compensation carrier.
+func newCarrier(s *Scheduler, id int, temp bool) *carrier {
+	return &carrier{s: s, id: id, temp: temp, cpu: -1, wake: make(chan struct{}, 1), pinned: make(chan struct{}, 1)}
 }
 
 func (c *carrier) loop() {
@@ -337,7 +347,7 @@ func (s *Scheduler) wakeAll() {
 func (s *Scheduler) startTemp() {
 	s.mu.Lock()
 	s.temp++
-	c := &carrier{s: s, id: len(s.carriers), temp: true, wake: make(chan struct{}, 1), cpu: -1}
+	c := newCarrier(s, len(s.carriers), true)
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go c.loop()

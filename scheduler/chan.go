@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Channels.
@@ -137,12 +138,16 @@ func (n *chanNode[T]) fire() bool {
 // it has claimed it.
 func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
 	if vt := Current(); vt != nil && ctx == nil && d < 0 {
-		n, _ := vt.node.(*chanNode[T])
-		if n == nil {
-			n = &chanNode[T]{}
+		typ := nodeType[T]()
+		var n *chanNode[T]
+		if p := vt.node; p != nil && *(*unsafe.Pointer)(p) == typ {
+			n = &(*keptNode[T])(p).chanNode
+		} else {
+			k := &keptNode[T]{typ: typ}
+			n = &k.chanNode
 			n.w = &n.own
 			n.own.vt = vt
-			vt.node = n
+			vt.node = unsafe.Pointer(k)
 		}
 		n.own.state.Store(waiting)
 		n.index = -1
@@ -152,6 +157,22 @@ func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
 	n.w = &n.own
 	n.own.init()
 	return n
+}
+
+// keptNode is the node a virtual thread keeps (VThread.node) for its
+// next blocking Send or Recv: a chanNode[T] after the word that says
+// which T, so that the VThread holds one pointer rather than an interface
+// (every parked virtual thread has a VThread).
+type keptNode[T any] struct {
+	typ unsafe.Pointer // nodeType[T]()
+	chanNode[T]
+}
+
+// nodeType returns a word that differs for each T: the type word of a
+// *chanNode[T] in an interface (the runtime's eface: type, then data).
+func nodeType[T any]() unsafe.Pointer {
+	x := any((*chanNode[T])(nil))
+	return (*[2]unsafe.Pointer)(unsafe.Pointer(&x))[0]
 }
 
 // NewChan returns a channel with room for capacity buffered values; 0

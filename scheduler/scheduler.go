@@ -161,7 +161,7 @@ func New(opts Options) (*Scheduler, error) {
 		s.det = &detState{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
 	}
 	for i := range opts.Carriers {
-		c := &carrier{s: s, id: i, wake: make(chan struct{}, 1), cpu: -1}
+		c := newCarrier(s, i, false)
 		if len(opts.CPUs) > 0 {
 			c.cpu = opts.CPUs[i%len(opts.CPUs)]
 		}
@@ -188,10 +188,9 @@ type VThread struct {
 
 	state    atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
 	permit   atomic.Bool
-	action   int8          // what the last yield asked of the carrier: actPark, actYield
-	returned bool          // fn returned (body)
-	ended    bool          // finish has run; under joinMu
-	pinCh    chan struct{} // made by the first park that blocks pinned
+	action   int8 // what the last yield asked of the carrier: actPark, actYield
+	returned bool // fn returned (body)
+	ended    bool // finish has run; under joinMu
 
 	fn func(context.Context) error // what Go was given, until the body starts it
 
@@ -205,9 +204,9 @@ type VThread struct {
 	// Every parked virtual thread has a VThread, so it stays small.
 	rare atomic.Pointer[vtRare]
 	// node is the node of the last blocking Send or Recv without a
-	// timeout or context, a *chanNode[T], which the next one of the same
+	// timeout or context, a *keptNode[T], which the next one of the same
 	// T reuses (chan.go).
-	node any
+	node unsafe.Pointer
 }
 
 // vtRare is the part of a VThread that most never need.
@@ -594,7 +593,9 @@ func (vt *VThread) unparkOn(c *carrier) {
 		}
 		vt.s.ready(vt, false)
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
-		vt.pinCh <- struct{}{}
+		// vt waits in parkPinned for this, on its carrier, which it
+		// cannot leave before it has it.
+		vt.carrier.pinned <- struct{}{}
 	}
 }
 
@@ -652,15 +653,14 @@ func parkPinned(perr *pinning.Error) {
 	if int(n) <= s.opts.MaxCompensation {
 		s.startTemp()
 	}
-	if vt.pinCh == nil {
-		// Published to unparkOn by the store of vtPinned.
-		vt.pinCh = make(chan struct{}, 1)
-	}
+	// Published to unparkOn by the store of vtPinned, and the same until
+	// it has sent: vt cannot leave its carrier before.
+	c := vt.carrier
 	vt.state.Store(vtPinned)
 	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
 		return
 	}
-	<-vt.pinCh
+	<-c.pinned
 }
 
 // PinSite identifies where virtual threads were pinned: the reason and the
