@@ -51,6 +51,11 @@ type stackChunk struct {
 	// record per continuation, and every parked virtual thread has one.
 	memLen, ptrsLen, ptrHigh uint32
 
+	// unwound counts the panics and Goexits carried into frozen frames
+	// since the engine last read it (scCont.crossing); it is here, and not
+	// in the scCont, because it fills what would be padding.
+	unwound uint32
+
 	// tmpl is the template of the last capture, if it qualified: the next
 	// capture tries it first (template_amd64.go).
 	tmpl *captureTemplate

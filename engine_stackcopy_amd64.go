@@ -163,11 +163,11 @@ func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 		}
 		k.Thawed = 0
 	}
-	if u := c.sc.unwound; u != 0 {
+	if u := k.unwound; u != 0 {
 		if n != nil {
 			bump(&n.unwinds, uint64(u))
 		}
-		c.sc.unwound = 0
+		k.unwound = 0
 	}
 	slot.Pop(prev)
 }

@@ -34,11 +34,7 @@ type scCont struct {
 	// parked virtual thread has a continuation.
 	rare *scRare
 
-	// unwound counts the panics and Goexits carried into frozen frames
-	// since the engine last read it.
-	unwound uint32
-
-	mode    uint8 // arch.Thaw's mode for the host
+	mode    uint8 // how the host thaws: thawResume, or a rethrow* index
 	rethrow bool  // the host returned to raise thrown again
 	started bool
 	yielded bool // the last arch.Enter returned because of a yield
@@ -151,11 +147,10 @@ func (c *scCont) prepareThaw() {
 		// As if the innermost frame had called yieldReturn where it
 		// continues: Thaw's mode 1.
 		c.elided = false
-		c.chunk.Rethrow = yieldReturnPC
-		c.mode = 1
+		c.mode = rethrowYieldReturn
 		return
 	}
-	c.mode = 0
+	c.mode = thawResume
 	c.resumed = true
 }
 
@@ -168,14 +163,14 @@ func (c *scCont) rethrowLoop() {
 	for c.rethrow {
 		c.rethrow = false
 		c.chunk.dropToDefers()
-		c.chunk.Rethrow = frozenPanicPC
-		c.mode = 1
+		c.mode = rethrowPanic
 		arch.Enter(&c.chunk.Link, c.host)
 	}
 }
 
 // makeHost returns what arch.Enter calls on a resume: the one frame
-// between Enter and the return barrier. It runs arch.Thaw in c.mode, which
+// between Enter and the return barrier. It runs arch.Thaw as c.mode says,
+// which
 // thaws the chunk's records as the frames above it return, and returns
 // when the body's outermost frame returns into the barrier. A panic that
 // crosses the barrier while frozen frames have deferred calls pending is
@@ -186,7 +181,7 @@ func (c *scCont) makeHost() func() {
 	return func() {
 		finished := false
 		defer c.crossing(&finished)
-		arch.Thaw(&c.chunk.Link, uintptr(c.mode))
+		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode])
 		finished = true
 	}
 }
@@ -206,7 +201,7 @@ func (c *scCont) crossing(finished *bool) {
 	if *finished || !c.chunk.deferPending() {
 		return
 	}
-	c.unwound++
+	c.chunk.unwound++
 	if r := recover(); r != nil {
 		c.rareState().thrown = r
 		c.rethrow = true
@@ -215,8 +210,7 @@ func (c *scCont) crossing(finished *bool) {
 	// runtime.Goexit (recover reports no panic, and stops none: with
 	// GODEBUG=panicnil=1 a panic(nil) is taken for a Goexit).
 	c.chunk.dropToDefers()
-	c.chunk.Rethrow = frozenGoexitPC
-	c.mode = 1
+	c.mode = rethrowGoexit
 	c.host()
 }
 
@@ -258,11 +252,23 @@ func yieldReturn() (*Cont, *pinning.Error) {
 // Cont), is where scYield's captures count what they froze.
 var scYieldCounts *counters
 
-var (
-	frozenPanicPC  = reflect.ValueOf(frozenPanic).Pointer()
-	frozenGoexitPC = reflect.ValueOf(frozenGoexit).Pointer()
-	yieldReturnPC  = reflect.ValueOf(yieldReturn).Pointer()
+// How the host thaws the next record (scCont.mode): thawResume continues
+// its innermost frame as if its call had returned; the others call a
+// function from it, as if that frame had called it, whose entry is in
+// rethrowPCs (arch.Thaw's rethrow).
+const (
+	thawResume uint8 = iota
+	rethrowYieldReturn
+	rethrowPanic
+	rethrowGoexit
 )
+
+var rethrowPCs = [...]uintptr{
+	thawResume:         0,
+	rethrowYieldReturn: reflect.ValueOf(yieldReturn).Pointer(),
+	rethrowPanic:       reflect.ValueOf(frozenPanic).Pointer(),
+	rethrowGoexit:      reflect.ValueOf(frozenGoexit).Pointer(),
+}
 
 // scYield suspends the running scCont: it captures the frames from its own
 // up to arch.Enter's and jumps back. When the continuation is thawed, the

@@ -41,12 +41,6 @@ type Link struct {
 	MemTop uintptr
 	Ptrs   unsafe.Pointer // *unsafe.Pointer
 	PtrTop uintptr
-	// Rethrow is the ABIInternal entry of a function without arguments
-	// that Thaw calls, as if the innermost frame of the next record had
-	// called it where that frame continues, when Thaw is called with
-	// mode 1. If it returns, the frame continues with its results in the
-	// result registers (weft's yieldReturn makes Yield's results so).
-	Rethrow uintptr
 	// Thawed counts what Thaw has copied: frames<<32 | image words.
 	// Whoever reads it must zero it at least once per mount; a mount
 	// thaws each record once at most, and a goroutine stack (1 GB at
@@ -108,8 +102,11 @@ func Enter(l *Link, fn func())
 
 // Thaw copies l's last record beneath its own frame and continues its
 // innermost frame: as if that frame's call had returned a nil error (all
-// result registers zero) for mode 0, or by calling l.Rethrow from it for
-// mode 1. The record's outermost frame returns into Thaw, which thaws the
+// result registers zero) if rethrow is 0, or else by calling rethrow from
+// it, the ABIInternal entry of a function without arguments, as if the
+// frame had called it where it continues; if that function returns, the
+// frame continues with its results in the result registers (weft's
+// yieldReturn makes Yield's results so). The record's outermost frame returns into Thaw, which thaws the
 // next record the same way, with the result registers that frame returned,
 // and so on; Thaw returns when a frame returns into it and l has no records
 // left. When the goroutine's stack is too small for a record it grows it
@@ -117,7 +114,7 @@ func Enter(l *Link, fn func())
 // growPinned).
 //
 //go:noescape
-func Thaw(l *Link, mode uintptr)
+func Thaw(l *Link, rethrow uintptr)
 
 // JumpBack discards every frame below Enter's (whose SP is topOff below the
 // goroutine's stack top) and returns from Enter's call of its body.

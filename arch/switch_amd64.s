@@ -23,15 +23,15 @@ TEXT ·Enter(SB), 0, $0-16
 
 // Thaw's frame: the argument area of the outermost thawed frame; the
 // result registers of the frame that returned into it (or zeros, before
-// the first record); the mode of the next thaw; and the argument words of
+// the first record); the rethrow entry for the next thaw (0: none); and the argument words of
 // the last record thawed, whose results the next record's innermost frame
 // reads from its own outgoing area.
 #define ARGS 0
 #define REGS 256
-#define MODE 328
+#define RETHROW 328
 #define PREV 336
 
-// func Thaw(l *Link, mode uintptr)
+// func Thaw(l *Link, rethrow uintptr)
 //
 // Thaw is a real frame under the thawed frames: tracebacks, the garbage
 // collector and stack copying walk through it with its metadata, and its
@@ -41,8 +41,8 @@ TEXT ·Enter(SB), 0, $0-16
 // outermost frame.
 TEXT ·Thaw(SB), 0, $344-16
 	NO_LOCAL_POINTERS
-	MOVQ	mode+8(FP), AX
-	MOVQ	AX, MODE(SP)
+	MOVQ	rethrow+8(FP), AX
+	MOVQ	AX, RETHROW(SP)
 	XORQ	AX, AX
 	MOVQ	AX, PREV(SP)
 	MOVQ	AX, (REGS+0)(SP)
@@ -221,8 +221,8 @@ nobp:
 	MOVQ	-32(R11), DX	// DX: where it continues
 	MOVQ	(TLS), R14
 	XORPS	X15, X15
-	MOVQ	(8+MODE)(SP), AX
-	MOVQ	$0, (8+MODE)(SP)
+	MOVQ	(8+RETHROW)(SP), AX
+	MOVQ	$0, (8+RETHROW)(SP)
 	TESTQ	AX, AX
 	JNE	rethrow
 	MOVQ	(8+REGS+0)(SP), AX
@@ -241,8 +241,8 @@ nobp:
 	XCHGQ	BP, R13
 	JMP	DX
 rethrow:
-	// As if the innermost frame had called l.Rethrow where it continues.
-	MOVQ	Link_Rethrow(R8), AX
+	// As if the innermost frame had called rethrow (AX) where it
+	// continues.
 	MOVQ	DX, -8(R12)
 	LEAQ	-8(R12), SP
 	XCHGQ	BP, R13
