@@ -86,9 +86,19 @@ var clearedHook func(c *stackChunk, words []uint32)
 // no thawed frame ever points into a frame that is still frozen. A
 // record's outermost frame also has at most arch.MaxRecordArgs bytes of
 // arguments.
+//
+// A small fresh region (the first capture after the body was entered
+// directly, of at most wholeRecordWords words) is one record instead, as
+// Loom thaws a small chunk whole: every record costs a header, its
+// table's rounding and a copy of its outermost frame's arguments, which a
+// parked virtual thread, frozen once and then left, would keep for
+// nothing. Its resume thaws it whole, and the next capture, above the
+// barrier, cuts the region by the rule above, so a yield loop pays for
+// one larger capture and then freezes only its top records again.
 const (
 	firstRecordFrames = 2
 	laterRecordFrames = 8
+	wholeRecordWords  = 128
 )
 
 // record is a decoded record header.
@@ -565,7 +575,7 @@ func (s *captureScratch) partition() {
 		first++
 	}
 	first += firstRecordFrames
-	if nf <= first || eagerThaw {
+	if nf <= first || eagerThaw || !s.barrier && len(s.words) <= wholeRecordWords {
 		s.cuts = append(s.cuts, 0) // one record, whatever the references
 		return
 	}
@@ -882,17 +892,27 @@ func (c *stackChunk) roomFor(t *captureTemplate) {
 }
 
 // reserve makes room for words more words of records and ptrs more
-// pointers above the chunk's tops, doubling its arrays as needed.
+// pointers above the chunk's tops, doubling its arrays as needed. An
+// empty array is replaced by one of the size asked for: the capture after
+// a small region's first resume cuts into records what its first capture
+// froze as one (wholeRecordWords), and the captures after it, of the
+// records thawed since, fit where those were.
 func (c *stackChunk) reserve(words, ptrs int) {
 	top := int(c.MemTop)
 	if need := top + words; need > int(c.memLen) {
-		mem := make([]uintptr, max(need, 2*int(c.memLen)))
+		if top > 0 {
+			need = max(need, 2*int(c.memLen))
+		}
+		mem := make([]uintptr, need)
 		copy(mem, c.memory()[:top])
 		c.Mem, c.memLen = unsafe.Pointer(unsafe.SliceData(mem)), uint32(len(mem))
 	}
 	ptop := int(c.PtrTop)
 	if need := ptop + ptrs; need > int(c.ptrsLen) {
-		p := make([]unsafe.Pointer, max(need, 2*int(c.ptrsLen)))
+		if ptop > 0 {
+			need = max(need, 2*int(c.ptrsLen))
+		}
+		p := make([]unsafe.Pointer, need)
 		copy(p, c.pointers()[:ptop])
 		c.Ptrs, c.ptrsLen = unsafe.Pointer(unsafe.SliceData(p)), uint32(len(p))
 		c.ptrHigh = uint32(ptop)
