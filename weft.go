@@ -180,7 +180,7 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 	return &cc.Cont
 }
 
-// NewUncountedCont is NewCont without the counters: a 208-byte
+// NewUncountedCont is NewCont without the counters: a 192-byte
 // allocation per record instead of 288, for an executor that
 // keeps many suspended continuations and reports no Stats of its own. The
 // record's Stats are always zero, and it stays uncounted across Reset.

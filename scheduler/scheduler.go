@@ -86,7 +86,7 @@ type Options struct {
 
 	// contStats gives virtual threads' continuation records the engine's
 	// counters (weft.NewCont), which tests read; a parked virtual thread
-	// is 80 bytes smaller without them (weft.NewUncountedCont).
+	// is 96 bytes smaller without them (weft.NewUncountedCont).
 	contStats bool
 }
 
