@@ -700,7 +700,7 @@ func (c *stackChunk) push(s *captureScratch) {
 		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeader
 	}
 	np := len(s.ptrAt)
-	c.reserve(total, np)
+	c.reserve(total, np, true)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	mem, ptrs := c.memory(), c.pointers()
 
@@ -830,7 +830,7 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	np := len(s.ptrAt)
 	nr := len(s.refs) + len(s.weak)
 	size := nw + (np+2*nr+1)/2 + arch.RecordHeader
-	c.reserve(size, np)
+	c.reserve(size, np, false)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	rec, ptrs := c.memory()[top:top+size], c.pointers()
 	copy(rec, s.words)
@@ -892,15 +892,16 @@ func (c *stackChunk) roomFor(t *captureTemplate) {
 }
 
 // reserve makes room for words more words of records and ptrs more
-// pointers above the chunk's tops, doubling its arrays as needed. An
-// empty array is replaced by one of the size asked for: the capture after
-// a small region's first resume cuts into records what its first capture
-// froze as one (wholeRecordWords), and the captures after it, of the
-// records thawed since, fit where those were.
-func (c *stackChunk) reserve(words, ptrs int) {
+// pointers above the chunk's tops, doubling its arrays as needed; with
+// fit, arrays that hold no records are replaced by ones of the size asked
+// for instead. push fits a capture cut into records: after a small
+// region's first resume that capture cuts what its first froze as one
+// (wholeRecordWords), and the captures after it, of the records thawed
+// since, fit where those were.
+func (c *stackChunk) reserve(words, ptrs int, fit bool) {
 	top := int(c.MemTop)
 	if need := top + words; need > int(c.memLen) {
-		if top > 0 {
+		if top > 0 || !fit {
 			need = max(need, 2*int(c.memLen))
 		}
 		mem := make([]uintptr, need)
@@ -909,7 +910,7 @@ func (c *stackChunk) reserve(words, ptrs int) {
 	}
 	ptop := int(c.PtrTop)
 	if need := ptop + ptrs; need > int(c.ptrsLen) {
-		if ptop > 0 {
+		if ptop > 0 || !fit {
 			need = max(need, 2*int(c.ptrsLen))
 		}
 		p := make([]unsafe.Pointer, need)

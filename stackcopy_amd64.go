@@ -145,7 +145,7 @@ func (c *scCont) prepareThaw() {
 	}
 	if c.elided {
 		// As if the innermost frame had called yieldReturn where it
-		// continues: Thaw's mode 1.
+		// continues (arch.Thaw's rethrow).
 		c.elided = false
 		c.mode = rethrowYieldReturn
 		return
@@ -158,7 +158,7 @@ func (c *scCont) prepareThaw() {
 // returned because a panic crossed the barrier and was recovered there
 // (crossing), it raises the panic again in the innermost frozen frame with
 // a deferred call pending, as if the frames between had unwound (they have
-// none), by entering the host again in mode 1.
+// none), by entering the host again with frozenPanic as the rethrow.
 func (c *scCont) rethrowLoop() {
 	for c.rethrow {
 		c.rethrow = false

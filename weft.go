@@ -74,9 +74,11 @@ type Stats struct {
 	// back by resumes. A yield to an enclosing scope that an enclosing
 	// continuation's pinned frame refused has still copied the frames of
 	// the continuations inside it, and thawed them back: both count them.
-	// A region frozen as several records copies each record's outermost
-	// frame's arguments with it, the words at the bottom of its caller's
-	// frame, so BytesThawed may exceed BytesFrozen by those words.
+	// A resume also copies back the arguments of each record's outermost
+	// frame, words at the bottom of its caller's frame that the record
+	// carries and BytesFrozen does not count (a yield loop's top record
+	// has some on every round trip), so BytesThawed may exceed
+	// BytesFrozen by those words.
 	// They stay zero on the portable backend, which does not copy stacks.
 	FramesFrozen, BytesFrozen uint64
 	FramesThawed, BytesThawed uint64
