@@ -170,8 +170,7 @@ func (c *scCont) rethrowLoop() {
 
 // makeHost returns what arch.Enter calls on a resume: the one frame
 // between Enter and the return barrier. It runs arch.Thaw as c.mode says,
-// which
-// thaws the chunk's records as the frames above it return, and returns
+// which thaws the chunk's records as the frames above it return, and returns
 // when the body's outermost frame returns into the barrier. A panic that
 // crosses the barrier while frozen frames have deferred calls pending is
 // recovered by crossing, and the host returns with c.rethrow set; a

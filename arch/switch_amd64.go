@@ -106,10 +106,10 @@ func Enter(l *Link, fn func())
 // it, the ABIInternal entry of a function without arguments, as if the
 // frame had called it where it continues; if that function returns, the
 // frame continues with its results in the result registers (weft's
-// yieldReturn makes Yield's results so). The record's outermost frame returns into Thaw, which thaws the
-// next record the same way, with the result registers that frame returned,
-// and so on; Thaw returns when a frame returns into it and l has no records
-// left. When the goroutine's stack is too small for a record it grows it
+// yieldReturn makes Yield's results so). The record's outermost frame
+// returns into Thaw, which thaws the next record the same way, with the
+// result registers that frame returned, and so on; Thaw returns when a
+// frame returns into it and l has no records left. When the goroutine's stack is too small for a record it grows it
 // without a safe point at which the runtime could scan the stack (see
 // growPinned).
 //

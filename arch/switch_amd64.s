@@ -23,9 +23,9 @@ TEXT ·Enter(SB), 0, $0-16
 
 // Thaw's frame: the argument area of the outermost thawed frame; the
 // result registers of the frame that returned into it (or zeros, before
-// the first record); the rethrow entry for the next thaw (0: none); and the argument words of
-// the last record thawed, whose results the next record's innermost frame
-// reads from its own outgoing area.
+// the first record); the rethrow entry for the next thaw (0: none); and
+// the argument words of the last record thawed, whose results the next
+// record's innermost frame reads from its own outgoing area.
 #define ARGS 0
 #define REGS 256
 #define RETHROW 328
