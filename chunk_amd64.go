@@ -304,15 +304,15 @@ func (e *errPinned) Error() string {
 // continues right after this call) up to, not including, the innermost
 // frame of the function whose entry PC is boundary, or of arch.Thaw, the
 // return barrier under frames thawed from c. With skip, the region starts
-// at the caller's caller instead, which continues where the caller
-// returns: the caller is weft.Yield, whose frame holds nothing a resume
-// needs (its results are made by yieldReturn), so a suspended
-// continuation does not keep it and a round trip does not copy it. Frames
-// above a barrier are pushed as new records on top of those still frozen; frames above
-// boundary replace c's records. It returns an *errPinned if the region
-// cannot be frozen, and another error if the walk finds no boundary frame;
-// c is unchanged then. If n is not nil, a capture that succeeds counts what
-// it froze there: the counters of the continuation whose record holds c.
+// at the caller's caller instead, which continues where the caller returns:
+// the caller is weft.Yield, whose frame holds nothing a resume needs (its
+// results are made by yieldReturn), so a suspended continuation does not
+// keep it and a round trip does not copy it. Frames above a barrier are
+// pushed as new records on top of those still frozen; frames above boundary
+// replace c's records. It returns an *errPinned if the region cannot be
+// frozen, and another error if the walk finds no boundary frame; c is
+// unchanged then. If n is not nil, a capture that succeeds counts what it
+// froze there: the counters of the continuation whose record holds c.
 //
 // The stack may move whenever capture calls anything, so it keeps
 // positions either as unsafe.Pointers in its own frame (which the runtime

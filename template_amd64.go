@@ -79,9 +79,9 @@ func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
 
 // fastCapture captures the region above the return barrier with the
 // template t, given capture's own PC and SP and whether it leaves out its
-// caller's frame. It reports false, having
-// committed nothing, if the region does not match t or holds something t
-// does not cover; the general path then captures it.
+// caller's frame. It reports false, having committed nothing, if the region
+// does not match t or holds something t does not cover; the general path
+// then captures it.
 //
 // It makes no call that could move the stack between the walk and the
 // copy (snapshot is nosplit), and re-reads pointers from the live stack
@@ -168,9 +168,10 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 // templateAt finds the published template of the chain of frames from
 // capture's caller (or with skip, its caller's caller) up to the return
 // barrier, given capture's own PC and SP, by walking the chain with the
-// frame descriptors; nil if there is none. A yield loop that alternates between call chains (a send then a
-// receive; a park in a read, then in a write) finds each chain's template
-// here once the chunk's own, the last chain's, does not match.
+// frame descriptors; nil if there is none. A yield loop that alternates
+// between call chains (a send then a receive; a park in a read, then in a
+// write) finds each chain's template here once the chunk's own, the last
+// chain's, does not match.
 //
 // Descriptors come from descFor, whose lookups may move the stack: sp is
 // an unsafe.Pointer, which moves with it, and only offsets from it are

@@ -79,7 +79,8 @@ type Stats struct {
 	// carries and BytesFrozen does not count (a yield loop's top record
 	// has some on every round trip), so BytesThawed may exceed
 	// BytesFrozen by those words.
-	// They stay zero on the portable backend, which does not copy stacks.
+	// All four stay zero on the portable backend, which does not copy
+	// stacks.
 	FramesFrozen, BytesFrozen uint64
 	FramesThawed, BytesThawed uint64
 	// Unwinds counts the panics and runtime.Goexit calls that left the
@@ -205,13 +206,13 @@ func checkNew(fn string, s *scope.Scope, body func()) {
 }
 
 // Reset makes c, whose body has ended, a new continuation that runs body
-// delimited by s, as NewCont(s, body) (or NewUncountedCont, whichever
-// made c) would make, reusing c's record: an executor that starts many
-// short continuations keeps the records of the finished ones instead of
-// allocating one per start. Its counters start again from zero. A record that has been reset once keeps, when its body
-// ends, the arrays its frames were frozen into (up to 2 KiB) and its
-// return-barrier closure, so that the next body after a Reset does not
-// allocate them again.
+// delimited by s, as NewCont(s, body) (or NewUncountedCont, whichever made
+// c) would make, reusing c's record: an executor that starts many short
+// continuations keeps the records of the finished ones instead of
+// allocating one per start. Its counters start again from zero. A record
+// that has been reset once keeps, when its body ends, the arrays its frames
+// were frozen into (up to 2 KiB) and its return-barrier closure, so that
+// the next body after a Reset does not allocate them again.
 //
 // The caller must hold c exclusively: c's old identity ends at Reset, and
 // nothing may use c as the continuation it was (Run, Stats, Owner) after
