@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/weftrt/weft"
 )
 
 // Channels.
@@ -241,7 +243,25 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 	n.val, n.ok, n.send = v, false, true
 	c.sendq.push(n)
 	c.mu.Unlock()
-	if await(n.w, ctx, d) {
+	var got bool
+	if w := n.w; w.vt != nil && ctx == nil && d < 0 {
+		// await's w.parkUntilWoken, by hand, as in recv: two frames
+		// less under the park, which freezes and thaws every frame
+		// under it (a ping-pong over two Chans, n=10: -15%).
+		for w.state.Load() == waiting {
+			if !w.vt.permit.CompareAndSwap(true, false) {
+				w.vt.action = actPark
+				if _, perr := weft.Yield(vthreadScope); perr != nil {
+					parkPinned(perr)
+				}
+				w.vt.permit.CompareAndSwap(true, false)
+			}
+		}
+		got = w.state.Load() == woken
+	} else {
+		got = await(n.w, ctx, d)
+	}
+	if got {
 		var zero T
 		n.val = zero // taken, or dropped by Close: no reference kept
 		if !n.ok {
@@ -317,7 +337,23 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 	n.ok, n.send = false, false
 	c.recvq.push(n)
 	c.mu.Unlock()
-	if await(n.w, ctx, d) {
+	var got bool
+	if w := n.w; w.vt != nil && ctx == nil && d < 0 {
+		// await's w.parkUntilWoken, by hand, as in send.
+		for w.state.Load() == waiting {
+			if !w.vt.permit.CompareAndSwap(true, false) {
+				w.vt.action = actPark
+				if _, perr := weft.Yield(vthreadScope); perr != nil {
+					parkPinned(perr)
+				}
+				w.vt.permit.CompareAndSwap(true, false)
+			}
+		}
+		got = w.state.Load() == woken
+	} else {
+		got = await(n.w, ctx, d)
+	}
+	if got {
 		v, ok = n.val, n.ok
 		var zero T
 		n.val = zero

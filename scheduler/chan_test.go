@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weftrt/weft/pinning"
 )
 
 // queued returns how many receivers and senders wait on c.
@@ -896,5 +898,66 @@ func TestChanNodeReuseAfterClose(t *testing.T) {
 		if err := vt.Join(); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+	}
+}
+
+// chanPinned blocks in a Send (send) or Recv on ch inside a critical
+// section, so that its park is pinned and blocks its carrier; Pins name
+// this function as the site.
+//
+//go:noinline
+func chanPinned(ch *Chan[int], send bool) (got int) {
+	pinning.Do(func() {
+		if send {
+			ch.Send(7)
+		} else {
+			got, _ = ch.Recv()
+		}
+	})
+	return got
+}
+
+const chanPinnedSite = "github.com/weftrt/weft/scheduler.chanPinned"
+
+// A Send or Recv that parks pinned (the channel's own park loop, not
+// await's) blocks its carrier until the other side comes, delivers the
+// value, and is counted at its site; meanwhile a compensation carrier runs
+// the rest.
+func TestChanPinnedPark(t *testing.T) {
+	for _, send := range []bool{false, true} {
+		t.Run(fmt.Sprintf("send=%v", send), func(t *testing.T) {
+			s := proofSched(t, Options{Carriers: 1})
+			ch := NewChan[int](0)
+			var got atomic.Int64
+			vt := goOrFatal(t, s, func(ctx context.Context) error {
+				got.Store(int64(chanPinned(ch, send)))
+				return nil
+			})
+			waitUntil(t, "the carrier to block pinned", func() bool { return s.blocked.Load() == 1 })
+			// The other side, from a virtual thread: only a compensation
+			// carrier can run it.
+			other := goOrFatal(t, s, func(ctx context.Context) error {
+				if send {
+					if v, ok := ch.Recv(); !ok || v != 7 {
+						return fmt.Errorf("Recv = %d, %v; want 7, true", v, ok)
+					}
+				} else {
+					ch.Send(9)
+				}
+				return nil
+			})
+			if err := joinWithin(t, other); err != nil {
+				t.Fatal(err)
+			}
+			if err := joinWithin(t, vt); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int64{false: 9, true: 0}[send]; got.Load() != want {
+				t.Fatalf("the pinned Recv got %d, want %d", got.Load(), want)
+			}
+			if n := pinCount(s, chanPinnedSite); n != 1 {
+				t.Fatalf("Pins() = %+v, want one CriticalSection pin at %s", s.Pins(), chanPinnedSite)
+			}
+		})
 	}
 }

@@ -93,6 +93,18 @@ func parkOnce(ctx context.Context) error {
 // panic's or a three-argument method's, would add its words to every
 // parked thread). parkOnce's own frame is 16 bytes.
 func TestParkFramesBudget(t *testing.T) {
+	stats := firstPark(t, parkOnce, nil)
+	const budget = 80 + 16
+	if stats.Yields != 1 || stats.FramesFrozen != 3 || stats.BytesFrozen > budget {
+		t.Fatalf("a park in the function froze %d frames, %d bytes in %d yields; want 3 frames, at most %d bytes, in one yield", stats.FramesFrozen, stats.BytesFrozen, stats.Yields, budget)
+	}
+}
+
+// firstPark runs fn as the only virtual thread of a one-carrier scheduler
+// and returns its continuation's counters as they were at its first park,
+// after which wake (if not nil) and an Unpark let it finish.
+func firstPark(t *testing.T, fn func(context.Context) error, wake func()) weft.Stats {
+	t.Helper()
 	if weft.ActiveBackend() != weft.StackCopying {
 		t.Skip("frozen frames are the stack-copying backend's: " + weft.Backend())
 	}
@@ -101,7 +113,7 @@ func TestParkFramesBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	vt, err := s.Go(parkOnce)
+	vt, err := s.Go(fn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +121,9 @@ func TestParkFramesBudget(t *testing.T) {
 	probe, err := s.Go(func(ctx context.Context) error {
 		// One carrier: vt has parked before this runs.
 		stats = scheduler.ContStats(vt)
+		if wake != nil {
+			wake()
+		}
 		vt.Unpark()
 		return nil
 	})
@@ -121,8 +136,27 @@ func TestParkFramesBudget(t *testing.T) {
 	if err := vt.Join(); err != nil {
 		t.Fatal(err)
 	}
-	const budget = 80 + 16
-	if stats.Yields != 1 || stats.FramesFrozen != 3 || stats.BytesFrozen > budget {
-		t.Fatalf("a park in the function froze %d frames, %d bytes in %d yields; want 3 frames, at most %d bytes, in one yield", stats.FramesFrozen, stats.BytesFrozen, stats.Yields, budget)
+	return stats
+}
+
+// A virtual thread blocked in a Chan's Send or Recv with no timeout and
+// no context parks straight from the channel's send or recv, with no wait
+// helper's frame between: three frames in all (send or recv, the
+// function, vthreadBody), which a ping-pong over Chans freezes and thaws
+// on every message.
+func TestChanParkFrames(t *testing.T) {
+	ch := scheduler.NewChan[int](0)
+	for _, c := range []struct {
+		name string
+		fn   func(context.Context) error
+		wake func()
+	}{
+		{"Send", func(ctx context.Context) error { ch.Send(1); return nil }, func() { ch.Recv() }},
+		{"Recv", func(ctx context.Context) error { ch.Recv(); return nil }, func() { ch.Send(1) }},
+	} {
+		stats := firstPark(t, c.fn, c.wake)
+		if stats.Yields != 1 || stats.FramesFrozen != 3 {
+			t.Errorf("a blocking %s froze %d frames in %d yields; want 3 frames in one yield", c.name, stats.FramesFrozen, stats.Yields)
+		}
 	}
 }

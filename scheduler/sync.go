@@ -31,11 +31,7 @@ func expire(w *waiter) bool {
 // finished with it; a wait that ended otherwise may still find w queued.
 func await(w *waiter, ctx context.Context, d time.Duration) bool {
 	if w.vt != nil && d < 0 && (ctx == nil || ctx.Done() == nil) {
-		// w.wait, by hand: the frames under a park are frozen with it.
-		for w.state.Load() == waiting {
-			w.vt.park()
-		}
-		return w.state.Load() == woken
+		return w.parkUntilWoken()
 	}
 	var stop func() bool
 	if ctx != nil && ctx.Done() != nil {

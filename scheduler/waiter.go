@@ -3,6 +3,8 @@ package scheduler
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/weftrt/weft"
 )
 
 // A waiter is one party blocked until something happens: a virtual thread,
@@ -67,12 +69,30 @@ func (w *waiter) signal() {
 // wait blocks until w is woken.
 func (w *waiter) wait() {
 	if w.vt != nil {
-		for w.state.Load() == waiting {
-			w.vt.park()
-		}
+		w.parkUntilWoken()
 		return
 	}
 	<-w.ch
+}
+
+// parkUntilWoken parks w's virtual thread until w's wait ends, and
+// reports whether it was woken (not timed out). It is the calling virtual
+// thread's park loop written out (VThread.park, by hand): the frames
+// under a park are frozen with it, and a blocking Send or Recv that calls
+// this directly parks two frames shallower than through await and park.
+func (w *waiter) parkUntilWoken() bool {
+	vt := w.vt
+	for w.state.Load() == waiting {
+		if vt.permit.CompareAndSwap(true, false) {
+			continue // a wake-up for an earlier wait: look again
+		}
+		vt.action = actPark
+		if _, perr := weft.Yield(vthreadScope); perr != nil {
+			parkPinned(perr)
+		}
+		vt.permit.CompareAndSwap(true, false)
+	}
+	return w.state.Load() == woken
 }
 
 // waitFor blocks until w is woken or d passes (by the scheduler's clock for
@@ -95,9 +115,7 @@ func (w *waiter) waitFor(d time.Duration) bool {
 		t = time.AfterFunc(d, expire)
 	}
 	if w.vt != nil {
-		for w.state.Load() == waiting {
-			w.vt.park()
-		}
+		w.parkUntilWoken()
 	} else {
 		<-w.ch
 	}
