@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/weftrt/weft/internal/rt"
@@ -147,10 +148,32 @@ func TestStackCopyYieldReturnPinned(t *testing.T) {
 	}
 }
 
-// The capture finds Yield's frame by its name in the runtime's tables:
-// the name must be Yield's.
+// The capture finds Yield's frame, and the frame walk the engine's other
+// frames, by their names in the runtime's tables, built from the module
+// path that nameAnchor's name gives: each must be its function's, and the
+// module path the module's.
 func TestStackCopyYieldName(t *testing.T) {
-	if got := runtime.FuncForPC(reflect.ValueOf(Yield).Pointer()).Name(); got != yieldName {
-		t.Fatalf("Yield is %q in the runtime's tables; the capture looks for %q", got, yieldName)
+	for _, c := range []struct {
+		fn   any
+		name string
+	}{
+		{Yield, yieldName},
+		{yieldReturn, yieldPathNames[0]},
+		{(*Cont).scSuspend, yieldPathNames[1]},
+		{scYield, yieldPathNames[2]},
+	} {
+		if got := runtime.FuncForPC(reflect.ValueOf(c.fn).Pointer()).Name(); got != c.name {
+			t.Errorf("%q in the runtime's tables; the frame walk looks for %q", got, c.name)
+		}
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Path == "" {
+		t.Fatal("the test binary has no module build information")
+	}
+	if modulePath != bi.Main.Path {
+		t.Fatalf("modulePath = %q, want the module's path %q", modulePath, bi.Main.Path)
+	}
+	if !enginePackage(contYieldName) || !enginePackage(schedulerPrefix+"Park") || enginePackage(modulePath+"/continuation_test.F") {
+		t.Fatalf("enginePackage does not tell continuation's and scheduler's functions from their tests' (module %q)", modulePath)
 	}
 }

@@ -166,8 +166,14 @@ func decodeDesc(pc uintptr) *frameDesc {
 	return d
 }
 
-// yieldName is weft.Yield's name in the runtime's tables.
-const yieldName = enginePrefix + "Yield"
+// yieldPathNames are the names of the engine's functions on the yield path
+// besides Yield, and the prefixes those of packages continuation and
+// scheduler (see modulePath).
+var (
+	yieldPathNames     = [...]string{enginePrefix + "yieldReturn", enginePrefix + "(*Cont).scSuspend", enginePrefix + "scYield"}
+	continuationPrefix = modulePath + "/continuation."
+	schedulerPrefix    = modulePath + "/scheduler."
+)
 
 // enginePackage reports whether the function named fn is one of weft's
 // own that a yield runs above the code that yields: the engine's yield
@@ -175,8 +181,8 @@ const yieldName = enginePrefix + "Yield"
 // their tests, whose packages are named differently).
 func enginePackage(fn string) bool {
 	switch fn {
-	case yieldName, "github.com/weftrt/weft.yieldReturn", "github.com/weftrt/weft.(*Cont).scSuspend", "github.com/weftrt/weft.scYield":
+	case yieldName, yieldPathNames[0], yieldPathNames[1], yieldPathNames[2]:
 		return true
 	}
-	return strings.HasPrefix(fn, "github.com/weftrt/weft/continuation.") || strings.HasPrefix(fn, "github.com/weftrt/weft/scheduler.")
+	return strings.HasPrefix(fn, continuationPrefix) || strings.HasPrefix(fn, schedulerPrefix)
 }

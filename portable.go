@@ -2,6 +2,7 @@ package weft
 
 import (
 	"iter"
+	"reflect"
 	"runtime"
 	"strings"
 
@@ -148,7 +149,36 @@ func (c *Cont) collectTrace() {
 	c.pt.trace = append(frames, userFrames(pcs)...)
 }
 
-const enginePrefix = "github.com/weftrt/weft."
+// The engine recognises its own frames, and those of packages continuation
+// and scheduler, by their functions' names in the runtime's tables. The
+// module path in those names comes from a function's own name rather than
+// from a string literal, so that a copy of the module under another path
+// (a fork, a renamed vendored copy) still recognises every one of them.
+// (A function that the engine's code calls cannot be the source: the
+// backend's self-check, run by a package variable's initializer, reaches
+// these names through the frame walk, and its callees would make an
+// initialization cycle.)
+var (
+	// enginePrefix is the prefix of the names of this package's functions:
+	// the module path and a dot.
+	enginePrefix = strings.TrimSuffix(funcName(nameAnchor), "nameAnchor")
+	// modulePath is the module's path, which the names of the functions of
+	// its other packages start with.
+	modulePath = strings.TrimSuffix(enginePrefix, ".")
+	// yieldName is weft.Yield's name in the runtime's tables.
+	yieldName = enginePrefix + "Yield"
+	// contYieldName is continuation.Yield's name, which calls weft.Yield.
+	contYieldName = modulePath + "/continuation.Yield"
+)
+
+// nameAnchor is the function whose name gives enginePrefix.
+func nameAnchor() {}
+
+// funcName returns the name of the function f (a func value of a
+// top-level function or method expression) in the runtime's tables.
+func funcName(f any) string {
+	return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
+}
 
 // internalFrame reports whether fn belongs to the engine or to the runtime
 // machinery that runs a body goroutine.
@@ -168,7 +198,7 @@ func userFrames(pcs []uintptr) []runtime.Frame {
 	for {
 		f, more := frames.Next()
 		switch {
-		case top && (internalFrame(f.Function) || f.Function == "github.com/weftrt/weft/continuation.Yield"):
+		case top && (internalFrame(f.Function) || f.Function == contYieldName):
 			// above the yield point
 		case internalFrame(f.Function):
 			return out // the body's caller

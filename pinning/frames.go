@@ -1,6 +1,8 @@
 package pinning
 
 import (
+	"reflect"
+	"runtime"
 	"strings"
 
 	"github.com/weftrt/weft/internal/rt"
@@ -38,9 +40,14 @@ func FrameReason(pc uintptr) (Reason, bool) {
 // reflect's MakeFunc and method-value stubs.
 const argsSizeUnknown = -0x80000000
 
+// doName is Do's name in the runtime's tables, taken from Do itself so that
+// a copy of the module under another path recognises it too: a critical
+// section that went unrecognised would be frozen.
+var doName = runtime.FuncForPC(reflect.ValueOf(Do).Pointer()).Name()
+
 func funcReason(name string, flag uint8, args int32) (Reason, bool) {
 	switch {
-	case name == "github.com/weftrt/weft/pinning.Do":
+	case name == doName:
 		return CriticalSection, true
 	case strings.HasPrefix(name, "runtime.cgocall") || name == "runtime.asmcgocall" || strings.HasPrefix(name, "runtime.cgocallback"):
 		return NativeFrame, true
