@@ -693,6 +693,11 @@ func TestProofGoexit(t *testing.T) {
 		if !deferred.Load() {
 			t.Fatalf("round %d: the deferred call did not run", i)
 		}
+		if vt.cont != nil {
+			// A reused record (every round after the first) keeps its
+			// arrays when it ends: the handle must not keep it.
+			t.Fatalf("round %d: the handle of a virtual thread ended by Goexit still holds its continuation record", i)
+		}
 		ok := goOrFatal(t, s, func(ctx context.Context) error { Yield(); return nil })
 		if err := joinWithin(t, ok); err != nil {
 			t.Fatalf("round %d: the next virtual thread: %v", i, err)

@@ -716,13 +716,15 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		g.childEnded(vt)
 	}
 	vt.node = nil // a handle kept after the end keeps no channel node
-	if cont := vt.cont; c != nil && cont.IsDone() {
+	if cont := vt.cont; cont.IsDone() {
 		// Nothing else refers to the record: keep it for the next
-		// virtual thread started on c. (IsDone also holds for a record
-		// abandoned while suspended and still unwinding, which Reset
-		// refuses; the scheduler never abandons one.)
+		// virtual thread started on c, or drop it (a Goexit, c nil: a
+		// record that was reused keeps its arrays when it ends, which a
+		// handle kept after the end would keep too). (IsDone also holds
+		// for a record abandoned while suspended and still unwinding,
+		// which Reset refuses; the scheduler never abandons one.)
 		vt.cont = nil
-		if len(c.free) < maxFree {
+		if c != nil && len(c.free) < maxFree {
 			c.free = append(c.free, cont)
 		}
 	}
