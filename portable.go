@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/pinning"
 )
 
 // The portable backend runs each continuation's body on a goroutine of its
@@ -151,20 +152,24 @@ func (c *Cont) collectTrace() {
 
 // The engine recognises its own frames, and those of packages continuation
 // and scheduler, by their functions' names in the runtime's tables. The
-// module path in those names comes from a function's own name rather than
+// module path in those names comes from functions' own names rather than
 // from a string literal, so that a copy of the module under another path
 // (a fork, a renamed vendored copy) still recognises every one of them.
-// (A function that the engine's code calls cannot be the source: the
-// backend's self-check, run by a package variable's initializer, reaches
-// these names through the frame walk, and its callees would make an
+// The linker escapes the dots of the last element of a package path
+// ("example.com/weft.v1" names its functions "example.com/weft%2ev1.F"),
+// so this package's prefix comes from one of its own functions and the
+// module path from a subpackage's (pinning.Do's). (A function that the
+// engine's code calls cannot be the source of the prefix: the backend's
+// self-check, run by a package variable's initializer, reaches these
+// names through the frame walk, and its callees would make an
 // initialization cycle.)
 var (
 	// enginePrefix is the prefix of the names of this package's functions:
-	// the module path and a dot.
+	// the module path, escaped as the linker does, and a dot.
 	enginePrefix = strings.TrimSuffix(funcName(nameAnchor), "nameAnchor")
 	// modulePath is the module's path, which the names of the functions of
 	// its other packages start with.
-	modulePath = strings.TrimSuffix(enginePrefix, ".")
+	modulePath = strings.TrimSuffix(funcName(pinning.Do), "/pinning.Do")
 	// yieldName is weft.Yield's name in the runtime's tables.
 	yieldName = enginePrefix + "Yield"
 	// contYieldName is continuation.Yield's name, which calls weft.Yield.
