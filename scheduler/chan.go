@@ -246,8 +246,9 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 	var got bool
 	if w := n.w; w.vt != nil && ctx == nil && d < 0 {
 		// await's w.parkUntilWoken, by hand, as in recv: two frames
-		// less under the park, which freezes and thaws every frame
-		// under it (a ping-pong over two Chans, n=10: -15%).
+		// less under the park than through await, which freezes and
+		// thaws every frame under it (a ping-pong over two Chans:
+		// docs/benchmarks.md).
 		for w.state.Load() == waiting {
 			if !w.vt.permit.CompareAndSwap(true, false) {
 				w.vt.action = actPark

@@ -953,7 +953,7 @@ func TestChanPinnedPark(t *testing.T) {
 				t.Fatal(err)
 			}
 			if want := map[bool]int64{false: 9, true: 0}[send]; got.Load() != want {
-				t.Fatalf("the pinned Recv got %d, want %d", got.Load(), want)
+				t.Fatalf("the pinned side got %d, want %d (9 from a Recv, 0 after a Send)", got.Load(), want)
 			}
 			if n := pinCount(s, chanPinnedSite); n != 1 {
 				t.Fatalf("Pins() = %+v, want one CriticalSection pin at %s", s.Pins(), chanPinnedSite)

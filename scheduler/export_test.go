@@ -16,7 +16,7 @@ func ContStats(vt *VThread) weft.Stats {
 		panic("scheduler.ContStats: the scheduler counts nothing; make it with WithContStats")
 	}
 	if vt.cont == nil {
-		panic("scheduler.ContStats: the virtual thread has ended, and its continuation record went to its carrier")
+		panic("scheduler.ContStats: the virtual thread has ended, and its continuation record went to its carrier or was dropped")
 	}
 	return vt.cont.Stats()
 }

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -158,5 +159,67 @@ func TestChanParkFrames(t *testing.T) {
 		if stats.Yields != 1 || stats.FramesFrozen != 3 {
 			t.Errorf("a blocking %s froze %d frames in %d yields; want 3 frames in one yield", c.name, stats.FramesFrozen, stats.Yields)
 		}
+	}
+}
+
+// recvInOrder receives n values from ch, the ith with i in its last
+// element, and reports the first that was not. It and its caller, in the
+// region of every park, hold no stack object (fmt.Errorf's arguments
+// would be one), which would keep the parks off the fast path.
+//
+//go:noinline
+func recvInOrder(ch *scheduler.Chan[[9]int], n int) error {
+	for i := range n {
+		if v, _ := ch.Recv(); v[8] != i {
+			return outOfOrder(v[8], i)
+		}
+	}
+	return nil
+}
+
+//go:noinline
+func outOfOrder(got, want int) error { return fmt.Errorf("received %d, want %d", got, want) }
+
+// A virtual thread blocked in Recv in a loop takes the capture fast path
+// as one blocked in Send does (TestParkTakesCaptureFastPath has the Send
+// side): recv's frame, which parks, holds no stack objects.
+func TestChanRecvTakesCaptureFastPath(t *testing.T) {
+	if weft.ActiveBackend() != weft.StackCopying {
+		t.Skip("the capture fast path is the stack-copying backend's: " + weft.Backend())
+	}
+	s, err := scheduler.New(scheduler.WithContStats(scheduler.Options{Carriers: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const rounds = 60
+	ch := scheduler.NewChan[[9]int](0) // a value wider than the registers
+	var stats weft.Stats
+	vt, err := s.Go(func(ctx context.Context) error {
+		err := recvInOrder(ch, rounds)
+		stats = scheduler.ContStats(scheduler.Current())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := s.Go(func(ctx context.Context) error {
+		for i := range rounds {
+			ch.Send([9]int{8: i})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Join(); err != nil {
+		t.Fatal(err)
+	}
+	// One carrier: the receiver parks at least every other Recv.
+	if stats.Yields < rounds/2 || stats.Templated+3 < stats.Yields {
+		t.Fatalf("%d of %d parks in Recv took the capture fast path, want all but a few", stats.Templated, stats.Yields)
 	}
 }

@@ -77,9 +77,9 @@ func (w *waiter) wait() {
 
 // parkUntilWoken parks w's virtual thread until w's wait ends, and
 // reports whether it was woken (not timed out). It is the calling virtual
-// thread's park loop written out (VThread.park, by hand): the frames
-// under a park are frozen with it, and a blocking Send or Recv that calls
-// this directly parks two frames shallower than through await and park.
+// thread's park loop with VThread.park written out, a frame less under
+// each park (the frames under a park are frozen with it). chan.go's send
+// and recv have the loop written out too, one more frame less.
 func (w *waiter) parkUntilWoken() bool {
 	vt := w.vt
 	for w.state.Load() == waiting {
