@@ -29,11 +29,22 @@ const (
 // the stack-copying backend is used where its self-check passes.
 const EnvBackend = "WEFT_BACKEND"
 
-var backendName, backendReason = selectBackend(os.Getenv(EnvBackend))
+// backendName and backendReason are the backend this process uses and
+// why; useStackCopy is the engine's switch between the two backends. All
+// three are fixed at start-up by init, not by variable initializers: the
+// stack-copying probe runs a continuation through Run and Yield, which
+// read useStackCopy, and an initializer that reached them would depend on
+// itself.
+var (
+	backendName   BackendName
+	backendReason string
+	useStackCopy  bool
+)
 
-// useStackCopy is the engine's switch between the two backends, fixed at
-// start-up.
-var useStackCopy = backendName == StackCopying
+func init() {
+	backendName, backendReason = selectBackend(os.Getenv(EnvBackend))
+	useStackCopy = backendName == StackCopying
+}
 
 // selectBackend decides the backend for this process from the value of
 // WEFT_BACKEND, and says why.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/scope"
 )
 
 // stackCopyCheck verifies, once per process, that the stack-copying
@@ -25,6 +26,9 @@ func stackCopyCheck() error {
 	}
 	if err := probeRoundTrip(); err != nil {
 		return fmt.Errorf("the stack-copying probe failed: %w", err)
+	}
+	if err := probeYield(); err != nil {
+		return fmt.Errorf("the stack-copying probe through Run and Yield failed: %w", err)
 	}
 	return nil
 }
@@ -116,6 +120,93 @@ func probeRoundTrip() error {
 	}
 	if err != nil {
 		return err
+	}
+	want := 0 + 1 + 2 + 7 // the bottom frame's local after the yields
+	for d := 1; d <= depth; d++ {
+		want += d*31 + 7
+	}
+	if sum != want {
+		return fmt.Errorf("the probe computed %d after thawing, want %d", sum, want)
+	}
+	return nil
+}
+
+// probeYieldFrames is probeFrames for probeYield: it yields through Yield,
+// as a body does, and checks what Yield returns.
+//
+//go:noinline
+func probeYieldFrames(s *scope.Scope, c **Cont, depth, yields int) (int, error) {
+	local := depth*31 + 7
+	p := &local
+	h := &probeNode{v: depth}
+	sum := 0
+	if depth == 0 {
+		for i := 0; i < yields; i++ {
+			got, perr := Yield(s)
+			if perr != nil {
+				return 0, perr
+			}
+			if got != *c {
+				return 0, fmt.Errorf("Yield returned %p, want the probe's continuation %p", got, *c)
+			}
+			*p += i
+		}
+		sum = local
+	} else {
+		s, err := probeYieldFrames(s, c, depth-1, yields)
+		if err != nil {
+			return 0, err
+		}
+		sum = s + *p
+	}
+	if h.v != depth || *p != local {
+		return 0, fmt.Errorf("frame %d came back with %d and %d", depth, h.v, *p)
+	}
+	return sum, nil
+}
+
+// probeYield is probeRoundTrip through the engine's public path: a Cont
+// run by Run and suspended by Yield, whose capture leaves Yield's own
+// frame out and whose resume makes Yield's results in its caller's frame
+// (yieldReturn), each time on a new goroutine. It runs the stack-copying
+// engine whatever useStackCopy says (the backend is being chosen), and
+// reports a panic as a failure.
+func probeYield() (err error) {
+	saved := useStackCopy
+	useStackCopy = true
+	defer func() {
+		useStackCopy = saved
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	const depth, yields = 3, 3
+	s := scope.New("weft-probe")
+	var (
+		c    *Cont
+		sum  int
+		ferr error
+	)
+	c = NewUncountedCont(s, func() { sum, ferr = probeYieldFrames(s, &c, depth, yields) })
+	c.Run(nil) // runs to the first yield on this goroutine
+	for i := 0; !c.IsDone(); i++ {
+		if i > yields {
+			return errors.New("the probe did not finish after its yields")
+		}
+		var perr any
+		done := make(chan struct{})
+		go func() { // thaw on another goroutine
+			defer close(done)
+			defer func() { perr = recover() }()
+			c.Run(nil)
+		}()
+		<-done
+		if perr != nil {
+			return fmt.Errorf("panic on a resume: %v", perr)
+		}
+	}
+	if ferr != nil {
+		return ferr
 	}
 	want := 0 + 1 + 2 + 7 // the bottom frame's local after the yields
 	for d := 1; d <= depth; d++ {
