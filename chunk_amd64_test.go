@@ -181,7 +181,7 @@ func TestCaptureRegion(t *testing.T) {
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	wantFrames := []string{"github.com/weftrt/weft.capLeaf", "github.com/weftrt/weft.capMid", "github.com/weftrt/weft.TestCaptureRegion.func1"}
+	wantFrames := []string{enginePrefix + "capLeaf", enginePrefix + "capMid", enginePrefix + "TestCaptureRegion.func1"}
 	if !slices.Equal(res.frames, wantFrames) {
 		t.Errorf("frames %v, want %v", res.frames, wantFrames)
 	}

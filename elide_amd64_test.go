@@ -69,7 +69,7 @@ func TestStackCopyYieldLeavesOutItsFrame(t *testing.T) {
 			t.Fatal("the yield's capture did not leave out Yield's frame")
 		}
 		recs := c.sc.chunk.records()
-		if fn := rt.FindFunc(recs[0].pc0 - 1).Name(); fn != "github.com/weftrt/weft.yieldThrice" {
+		if fn := rt.FindFunc(recs[0].pc0 - 1).Name(); fn != enginePrefix+"yieldThrice" {
 			t.Fatalf("the innermost frozen frame continues in %s, want yieldThrice (Yield's caller)", fn)
 		}
 		runtime.GC()

@@ -46,7 +46,12 @@ func requireSupported(t *testing.T) {
 	}
 }
 
-const thisPkg = "github.com/weftrt/weft/pinning_test."
+// thisPkg is the prefix of this test package's function names, from one of
+// them rather than a literal (a copy of the module under another path runs
+// these tests too).
+var thisPkg = strings.TrimSuffix(runtime.FuncForPC(reflect.ValueOf(pkgAnchor).Pointer()).Name(), "pkgAnchor")
+
+func pkgAnchor() {}
 
 // Callbacks from ordinary library code, sort.Slice here, pin nothing: that
 // is what lets the stack-copying backend yield from them.

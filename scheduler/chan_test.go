@@ -917,7 +917,7 @@ func chanPinned(ch *Chan[int], send bool) (got int) {
 	return got
 }
 
-const chanPinnedSite = "github.com/weftrt/weft/scheduler.chanPinned"
+var chanPinnedSite = funcName(chanPinned)
 
 // A Send or Recv that parks pinned (the channel's own park loop, not
 // await's) blocks its carrier until the other side comes, delivers the

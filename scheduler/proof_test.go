@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -300,7 +301,12 @@ func parkPinnedUntil(release *atomic.Bool) {
 	})
 }
 
-const parkPinnedSite = "github.com/weftrt/weft/scheduler.parkPinnedUntil"
+var parkPinnedSite = funcName(parkPinnedUntil)
+
+// funcName returns the name of function f in the runtime's tables, as a
+// pin site names it: from the function rather than a literal, so that a
+// copy of the module under another path runs these tests too.
+func funcName(f any) string { return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
 
 // criticalPins returns the CriticalSection rows of Pins.
 func criticalPins(s *Scheduler) []PinEvent {

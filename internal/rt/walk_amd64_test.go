@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -168,7 +169,7 @@ func TestLogicalPCsMatchCallers(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("expanded frames\n%q\nruntime.Callers\n%q", got, want)
 		}
-		if !slices.Contains(want, "github.com/weftrt/weft/internal/rt.inlA") {
+		if !slices.ContainsFunc(want, func(fn string) bool { return strings.HasSuffix(fn, "/internal/rt.inlA") }) {
 			t.Errorf("inlA is not among the frames, the test proves nothing: %q", want)
 		}
 	}()
