@@ -24,10 +24,10 @@ func stackCopyCheck() error {
 	if err := checkOpenCodedDefers(); err != nil {
 		return err
 	}
-	if err := probeRoundTrip(); err != nil {
+	if err := probe(probeRoundTrip); err != nil {
 		return fmt.Errorf("the stack-copying probe failed: %w", err)
 	}
-	if err := probeYield(); err != nil {
+	if err := probe(probeYield); err != nil {
 		return fmt.Errorf("the stack-copying probe through Run and Yield failed: %w", err)
 	}
 	return nil
@@ -68,25 +68,41 @@ func deferShape(p *int) {
 
 type probeNode struct{ v int }
 
+// The probes' continuations recurse probeDepth frames and yield
+// probeYields times at the bottom.
+const probeDepth, probeYields = 3, 3
+
+// probe runs one probe and reports a panic on the calling goroutine as its
+// failure.
+func probe(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f()
+}
+
 // probeFrames recurses depth frames, each with a local, a pointer to that
-// local and a heap object, yields at the bottom, and checks them all.
+// local and a heap object, calls yield yields times at the bottom, and
+// checks them all.
 //
 //go:noinline
-func probeFrames(c *scCont, depth, yields int) (int, error) {
+func probeFrames(yield func() error, depth, yields int) (int, error) {
 	local := depth*31 + 7
 	p := &local
 	h := &probeNode{v: depth}
 	sum := 0
 	if depth == 0 {
 		for i := 0; i < yields; i++ {
-			if !scYield(c) {
-				return 0, c.refusal()
+			if err := yield(); err != nil {
+				return 0, err
 			}
 			*p += i
 		}
 		sum = local
 	} else {
-		s, err := probeFrames(c, depth-1, yields)
+		s, err := probeFrames(yield, depth-1, yields)
 		if err != nil {
 			return 0, err
 		}
@@ -98,122 +114,88 @@ func probeFrames(c *scCont, depth, yields int) (int, error) {
 	return sum, nil
 }
 
+// probeCheck resumes a probe continuation that has run to its first yield,
+// each time on a new goroutine, until done reports it finished, and then
+// checks what probeFrames returned.
+func probeCheck(resume func(), done func() bool, sum *int, err *error) error {
+	for i := 0; !done(); i++ {
+		if i > probeYields {
+			return errors.New("the probe did not finish after its yields")
+		}
+		var p any
+		finished := make(chan struct{})
+		go func() { // thaw on another goroutine
+			defer close(finished)
+			defer func() { p = recover() }()
+			resume()
+		}()
+		<-finished
+		if p != nil {
+			return fmt.Errorf("panic on a resume: %v", p)
+		}
+	}
+	if *err != nil {
+		return *err
+	}
+	want := 7 // the bottom frame's local, after the yields added 0, 1, ...
+	for i := range probeYields {
+		want += i
+	}
+	for d := 1; d <= probeDepth; d++ {
+		want += d*31 + 7
+	}
+	if *sum != want {
+		return fmt.Errorf("the probe computed %d after thawing, want %d", *sum, want)
+	}
+	return nil
+}
+
+// probeRoundTrip runs probeFrames in an scCont suspended by the engine's
+// inner suspension, scYield.
 func probeRoundTrip() error {
-	const depth, yields = 3, 3
 	var (
 		c   scCont
 		sum int
 		err error
 	)
-	c.body = func() { sum, err = probeFrames(&c, depth, yields) }
+	yield := func() error {
+		if !scYield(&c) {
+			return c.refusal()
+		}
+		return nil
+	}
+	c.body = func() { sum, err = probeFrames(yield, probeDepth, probeYields) }
 	c.run() // runs to the first yield on this goroutine
-	for i := 0; !c.done; i++ {
-		if i > yields || c.refusal() != nil {
-			return fmt.Errorf("the probe did not suspend and resume as expected (%v)", c.refusal())
-		}
-		done := make(chan struct{})
-		go func() { // thaw on another goroutine
-			defer close(done)
-			c.run()
-		}()
-		<-done
-	}
-	if err != nil {
-		return err
-	}
-	want := 0 + 1 + 2 + 7 // the bottom frame's local after the yields
-	for d := 1; d <= depth; d++ {
-		want += d*31 + 7
-	}
-	if sum != want {
-		return fmt.Errorf("the probe computed %d after thawing, want %d", sum, want)
-	}
-	return nil
+	return probeCheck(c.run, func() bool { return c.done }, &sum, &err)
 }
 
-// probeYieldFrames is probeFrames for probeYield: it yields through Yield,
-// as a body does, and checks what Yield returns.
-//
-//go:noinline
-func probeYieldFrames(s *scope.Scope, c **Cont, depth, yields int) (int, error) {
-	local := depth*31 + 7
-	p := &local
-	h := &probeNode{v: depth}
-	sum := 0
-	if depth == 0 {
-		for i := 0; i < yields; i++ {
-			got, perr := Yield(s)
-			if perr != nil {
-				return 0, perr
-			}
-			if got != *c {
-				return 0, fmt.Errorf("Yield returned %p, want the probe's continuation %p", got, *c)
-			}
-			*p += i
-		}
-		sum = local
-	} else {
-		s, err := probeYieldFrames(s, c, depth-1, yields)
-		if err != nil {
-			return 0, err
-		}
-		sum = s + *p
-	}
-	if h.v != depth || *p != local {
-		return 0, fmt.Errorf("frame %d came back with %d and %d", depth, h.v, *p)
-	}
-	return sum, nil
-}
-
-// probeYield is probeRoundTrip through the engine's public path: a Cont
-// run by Run and suspended by Yield, whose capture leaves Yield's own
+// probeYield runs probeFrames the way a user's continuation runs: a Cont
+// resumed by Run and suspended by Yield, whose capture leaves Yield's own
 // frame out and whose resume makes Yield's results in its caller's frame
-// (yieldReturn), each time on a new goroutine. It runs the stack-copying
-// engine whatever useStackCopy says (the backend is being chosen), and
-// reports a panic as a failure.
-func probeYield() (err error) {
+// (yieldReturn). It runs the stack-copying engine whatever useStackCopy
+// says (the backend is being chosen), and checks that Yield returns the
+// probe's continuation.
+func probeYield() error {
 	saved := useStackCopy
 	useStackCopy = true
-	defer func() {
-		useStackCopy = saved
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	const depth, yields = 3, 3
+	defer func() { useStackCopy = saved }()
 	s := scope.New("weft-probe")
 	var (
-		c    *Cont
-		sum  int
-		ferr error
+		c   *Cont
+		sum int
+		err error
 	)
-	c = NewUncountedCont(s, func() { sum, ferr = probeYieldFrames(s, &c, depth, yields) })
-	c.Run(nil) // runs to the first yield on this goroutine
-	for i := 0; !c.IsDone(); i++ {
-		if i > yields {
-			return errors.New("the probe did not finish after its yields")
-		}
-		var perr any
-		done := make(chan struct{})
-		go func() { // thaw on another goroutine
-			defer close(done)
-			defer func() { perr = recover() }()
-			c.Run(nil)
-		}()
-		<-done
+	yield := func() error {
+		got, perr := Yield(s)
 		if perr != nil {
-			return fmt.Errorf("panic on a resume: %v", perr)
+			return perr
 		}
+		if got != c {
+			return fmt.Errorf("Yield returned %p, want the probe's continuation %p", got, c)
+		}
+		return nil
 	}
-	if ferr != nil {
-		return ferr
-	}
-	want := 0 + 1 + 2 + 7 // the bottom frame's local after the yields
-	for d := 1; d <= depth; d++ {
-		want += d*31 + 7
-	}
-	if sum != want {
-		return fmt.Errorf("the probe computed %d after thawing, want %d", sum, want)
-	}
-	return nil
+	c = NewUncountedCont(s, func() { sum, err = probeFrames(yield, probeDepth, probeYields) })
+	c.Run(nil) // runs to the first yield on this goroutine
+	return probeCheck(func() { c.Run(nil) }, c.IsDone, &sum, &err)
 }

@@ -666,7 +666,7 @@ func TestStackCopyProbeYield(t *testing.T) {
 	}
 	before := useStackCopy
 	for range 3 {
-		if err := probeYield(); err != nil {
+		if err := probe(probeYield); err != nil {
 			t.Fatal(err)
 		}
 		if useStackCopy != before {
