@@ -17,19 +17,12 @@ import (
 // outside package scheduler, whose frames the thaw policy counts as the
 // engine's.
 func TestParkTakesCaptureFastPath(t *testing.T) {
-	if weft.ActiveBackend() != weft.StackCopying {
-		t.Skip("the capture fast path is the stack-copying backend's: " + weft.Backend())
-	}
-	s, err := scheduler.New(scheduler.WithContStats(scheduler.Options{Carriers: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := countingScheduler(t, "the capture fast path is")
 	const rounds = 50
 	var stats weft.Stats
 	ch := scheduler.NewChan[int](0)
 	var mu scheduler.Mutex
-	vt, err := s.Go(func(ctx context.Context) error {
+	vt := start(t, s, func(ctx context.Context) error {
 		for i := range rounds {
 			switch i % 3 {
 			case 0:
@@ -45,18 +38,12 @@ func TestParkTakesCaptureFastPath(t *testing.T) {
 		stats = scheduler.ContStats(scheduler.Current())
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := s.Go(func(ctx context.Context) error {
+	peer := start(t, s, func(ctx context.Context) error {
 		for range rounds / 3 {
 			ch.Recv()
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for done := false; !done; {
 		vt.Unpark()
 		select {
@@ -65,12 +52,8 @@ func TestParkTakesCaptureFastPath(t *testing.T) {
 		case <-time.After(100 * time.Microsecond):
 		}
 	}
-	if err := vt.Join(); err != nil {
-		t.Fatal(err)
-	}
-	if err := peer.Join(); err != nil {
-		t.Fatal(err)
-	}
+	join(t, vt)
+	join(t, peer)
 	// Each of the three call chains makes its template on its first
 	// capture above the return barrier.
 	if stats.Yields < rounds/2 || stats.Templated+8 < stats.Yields {
@@ -101,25 +84,50 @@ func TestParkFramesBudget(t *testing.T) {
 	}
 }
 
-// firstPark runs fn as the only virtual thread of a one-carrier scheduler
-// and returns its continuation's counters as they were at its first park,
-// after which wake (if not nil) and an Unpark let it finish.
-func firstPark(t *testing.T, fn func(context.Context) error, wake func()) weft.Stats {
+// countingScheduler returns a one-carrier scheduler whose virtual threads'
+// continuation records count what they do (ContStats), closed when the
+// test ends. It skips the test on the portable backend, which freezes no
+// frames: what is the subject of the skip message.
+func countingScheduler(t *testing.T, what string) *scheduler.Scheduler {
 	t.Helper()
 	if weft.ActiveBackend() != weft.StackCopying {
-		t.Skip("frozen frames are the stack-copying backend's: " + weft.Backend())
+		t.Skip(what + " the stack-copying backend's: " + weft.Backend())
 	}
 	s, err := scheduler.New(scheduler.WithContStats(scheduler.Options{Carriers: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// start starts fn on s, or fails the test.
+func start(t *testing.T, s *scheduler.Scheduler, fn func(context.Context) error) *scheduler.VThread {
+	t.Helper()
 	vt, err := s.Go(fn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return vt
+}
+
+// join joins vt, and fails the test with its error.
+func join(t *testing.T, vt *scheduler.VThread) {
+	t.Helper()
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// firstPark runs fn as the only virtual thread of a one-carrier scheduler
+// and returns its continuation's counters as they were at its first park,
+// after which wake (if not nil) and an Unpark let it finish.
+func firstPark(t *testing.T, fn func(context.Context) error, wake func()) weft.Stats {
+	t.Helper()
+	s := countingScheduler(t, "frozen frames are")
+	vt := start(t, s, fn)
 	var stats weft.Stats
-	probe, err := s.Go(func(ctx context.Context) error {
+	probe := start(t, s, func(ctx context.Context) error {
 		// One carrier: vt has parked before this runs.
 		stats = scheduler.ContStats(vt)
 		if wake != nil {
@@ -128,15 +136,8 @@ func firstPark(t *testing.T, fn func(context.Context) error, wake func()) weft.S
 		vt.Unpark()
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := probe.Join(); err != nil {
-		t.Fatal(err)
-	}
-	if err := vt.Join(); err != nil {
-		t.Fatal(err)
-	}
+	join(t, probe)
+	join(t, vt)
 	return stats
 }
 
@@ -184,40 +185,23 @@ func outOfOrder(got, want int) error { return fmt.Errorf("received %d, want %d",
 // as one blocked in Send does (TestParkTakesCaptureFastPath has the Send
 // side): recv's frame, which parks, holds no stack objects.
 func TestChanRecvTakesCaptureFastPath(t *testing.T) {
-	if weft.ActiveBackend() != weft.StackCopying {
-		t.Skip("the capture fast path is the stack-copying backend's: " + weft.Backend())
-	}
-	s, err := scheduler.New(scheduler.WithContStats(scheduler.Options{Carriers: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := countingScheduler(t, "the capture fast path is")
 	const rounds = 60
 	ch := scheduler.NewChan[[9]int](0) // a value wider than the registers
 	var stats weft.Stats
-	vt, err := s.Go(func(ctx context.Context) error {
+	vt := start(t, s, func(ctx context.Context) error {
 		err := recvInOrder(ch, rounds)
 		stats = scheduler.ContStats(scheduler.Current())
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, err := s.Go(func(ctx context.Context) error {
+	peer := start(t, s, func(ctx context.Context) error {
 		for i := range rounds {
 			ch.Send([9]int{8: i})
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := vt.Join(); err != nil {
-		t.Fatal(err)
-	}
-	if err := peer.Join(); err != nil {
-		t.Fatal(err)
-	}
+	join(t, vt)
+	join(t, peer)
 	// One carrier: the receiver parks at least every other Recv.
 	if stats.Yields < rounds/2 || stats.Templated+3 < stats.Yields {
 		t.Fatalf("%d of %d parks in Recv took the capture fast path, want all but a few", stats.Templated, stats.Yields)
