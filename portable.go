@@ -158,11 +158,9 @@ func (c *Cont) collectTrace() {
 // The linker escapes the dots of the last element of a package path
 // ("example.com/weft.v1" names its functions "example.com/weft%2ev1.F"),
 // so this package's prefix comes from one of its own functions and the
-// module path from a subpackage's (pinning.Do's). (A function that the
-// engine's code calls cannot be the source of the prefix: the backend's
-// self-check, run by a package variable's initializer, reaches these
-// names through the frame walk, and its callees would make an
-// initialization cycle.)
+// module path from a subpackage's (pinning.Do's). The function is
+// nameAnchor, which calls nothing, so that these variables depend on
+// nothing else of the engine's.
 var (
 	// enginePrefix is the prefix of the names of this package's functions:
 	// the module path, escaped as the linker does, and a dot.

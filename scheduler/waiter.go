@@ -76,10 +76,11 @@ func (w *waiter) wait() {
 }
 
 // parkUntilWoken parks w's virtual thread until w's wait ends, and
-// reports whether it was woken (not timed out). It is the calling virtual
-// thread's park loop with VThread.park written out, a frame less under
-// each park (the frames under a park are frozen with it). chan.go's send
-// and recv have the loop written out too, one more frame less.
+// reports whether it was woken (not timed out): the park loop, with
+// VThread.park written out so that the loop's frame is the only one
+// between its caller and the yield (the frames under a park are frozen
+// with it). chan.go's send and recv have the whole loop written out, so
+// that nothing is between them and the yield.
 func (w *waiter) parkUntilWoken() bool {
 	vt := w.vt
 	for w.state.Load() == waiting {
