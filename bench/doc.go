@@ -36,9 +36,10 @@
 //     (from=goroutine) or from a virtual thread (from=vthread), against
 //     go plus a sync.WaitGroup.
 //   - BenchmarkParkedMemory: as BenchmarkSuspendedMemory, for 10,000
-//     virtual threads parked in scheduler.Park against 10,000 goroutines
-//     parked on a channel: B/parked, heap-B/parked, stack-B/parked and
-//     ns/park.
+//     virtual threads parked in scheduler.Park (impl=vthread) or in a
+//     Recv on a scheduler.Chan each (impl=vthread-recv) against 10,000
+//     goroutines parked on a channel: B/parked, heap-B/parked,
+//     stack-B/parked and ns/park.
 //   - BenchmarkPingPong: one round trip between two virtual threads that
 //     Park until the other Unparks them, on one carrier and on GOMAXPROCS
 //     carriers, against two goroutines over unbuffered channels.

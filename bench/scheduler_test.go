@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,7 +225,51 @@ func BenchmarkSpawn(b *testing.B) {
 // suspend at memDepth, as BenchmarkSuspendedMemory's do.
 var parkedSuspenders = []suspender{
 	{"vthread", prepareVThreads},
+	{"vthread-recv", prepareRecvVThreads},
 	{"goroutine", prepareGoroutines},
+}
+
+// prepareRecvVThreads: virtual threads of a one-carrier scheduler, each
+// parked in a Recv on a scheduler.Chan of its own, as the goroutine peer
+// is parked on a channel. The channels are made beforehand, and are not
+// measured; the node each virtual thread keeps for its next blocking Recv
+// is.
+func prepareRecvVThreads(n int) (suspend, end func()) {
+	s := newScheduler(scheduler.Options{Carriers: 1})
+	vts := make([]*scheduler.VThread, n)
+	chs := make([]*scheduler.Chan[int], n)
+	for i := range chs {
+		chs[i] = scheduler.NewChan[int](0)
+	}
+	suspend = func() {
+		for i := range vts {
+			ch := chs[i]
+			vts[i] = mustGo(s, func(ctx context.Context) error {
+				recurse(memDepth, func() { ch.Recv() })
+				return nil
+			})
+		}
+		// One carrier: this runs once every one of them has parked.
+		if err := mustGo(s, nop).Join(); err != nil {
+			panic(err)
+		}
+		for _, ch := range chs {
+			if _, _, ready := ch.TryRecv(); ready {
+				panic("bench: a receiving virtual thread has not parked")
+			}
+		}
+	}
+	end = func() {
+		for i, vt := range vts {
+			chs[i].Send(i)
+			if err := vt.Join(); err != nil {
+				panic(err)
+			}
+			vts[i] = nil
+		}
+		shutdown(s)
+	}
+	return suspend, end
 }
 
 // prepareVThreads: virtual threads of a one-carrier scheduler, each parked
@@ -436,7 +481,7 @@ func TestParkedSuspenders(t *testing.T) {
 		suspend, end := p.prepare(n)
 		suspend()
 		got := runtime.NumGoroutine()
-		if p.name == "vthread" && weft.ActiveBackend() == weft.StackCopying {
+		if strings.HasPrefix(p.name, "vthread") && weft.ActiveBackend() == weft.StackCopying {
 			if got >= base+n/2 {
 				t.Errorf("%s: %d goroutines with %d parked on the stack-copying backend, want about %d", p.name, got, n, base+1)
 			}
@@ -539,10 +584,19 @@ func chanPingPongGoroutines(n int) int {
 
 // BenchmarkChanPingPong: one op is a message and its answer between two
 // units over two unbuffered channels: scheduler.Chan between virtual
-// threads (impl=vthread), Go channels between goroutines (impl=goroutine).
+// threads (impl=vthread, on GOMAXPROCS carriers; carriers=1, on one), Go
+// channels between goroutines (impl=goroutine).
 func BenchmarkChanPingPong(b *testing.B) {
 	b.Run("impl=vthread", func(b *testing.B) {
 		s := newScheduler(scheduler.Options{})
+		defer shutdown(s)
+		b.ResetTimer()
+		chanPingPongVThreads(s, b.N)
+	})
+	// One carrier: the pair cannot move between carriers, which leaves
+	// the engine's and the channel's costs.
+	b.Run("impl=vthread/carriers=1", func(b *testing.B) {
+		s := newScheduler(scheduler.Options{Carriers: 1})
 		defer shutdown(s)
 		b.ResetTimer()
 		chanPingPongVThreads(s, b.N)
