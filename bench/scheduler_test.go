@@ -230,38 +230,40 @@ var parkedSuspenders = []suspender{
 }
 
 // prepareRecvVThreads: virtual threads of a one-carrier scheduler, each
-// parked in a Recv on a scheduler.Chan of its own, as the goroutine peer
-// is parked on a channel. The channels are made beforehand, and are not
-// measured; the node each virtual thread keeps for its next blocking Recv
-// is.
+// parked in a Recv on one scheduler.Chan, as the goroutine peer is parked
+// on one channel. The body is one function for all of them, as in
+// prepareVThreads, so that nothing per virtual thread is measured but the
+// virtual thread (with the node it keeps for its next blocking Recv).
 func prepareRecvVThreads(n int) (suspend, end func()) {
 	s := newScheduler(scheduler.Options{Carriers: 1})
 	vts := make([]*scheduler.VThread, n)
-	chs := make([]*scheduler.Chan[int], n)
-	for i := range chs {
-		chs[i] = scheduler.NewChan[int](0)
+	ch := scheduler.NewChan[int](0)
+	var waiting atomic.Int64
+	body := func(ctx context.Context) error {
+		recurse(memDepth, func() {
+			waiting.Add(1)
+			ch.Recv()
+		})
+		return nil
 	}
 	suspend = func() {
 		for i := range vts {
-			ch := chs[i]
-			vts[i] = mustGo(s, func(ctx context.Context) error {
-				recurse(memDepth, func() { ch.Recv() })
-				return nil
-			})
+			vts[i] = mustGo(s, body)
 		}
-		// One carrier: this runs once every one of them has parked.
+		// One carrier: this runs once every one of them has run to its
+		// Recv and parked there.
 		if err := mustGo(s, nop).Join(); err != nil {
 			panic(err)
 		}
-		for _, ch := range chs {
-			if _, _, ready := ch.TryRecv(); ready {
-				panic("bench: a receiving virtual thread has not parked")
-			}
+		if w := waiting.Load(); w != int64(n) {
+			panic(fmt.Sprintf("bench: %d of %d virtual threads parked in Recv", w, n))
 		}
 	}
 	end = func() {
+		for i := range vts {
+			ch.Send(i) // to the longest waiting
+		}
 		for i, vt := range vts {
-			chs[i].Send(i)
 			if err := vt.Join(); err != nil {
 				panic(err)
 			}
