@@ -233,7 +233,10 @@ var parkedSuspenders = []suspender{
 // parked in a Recv on one scheduler.Chan, as the goroutine peer is parked
 // on one channel. The body is one function for all of them, as in
 // prepareVThreads, so that nothing per virtual thread is measured but the
-// virtual thread (with the node it keeps for its next blocking Recv).
+// virtual thread (with the node it keeps for its next blocking Recv). It
+// repeats prepareVThreads' set-up on purpose: a shared helper taking the
+// wait as a function adds that function's frame to every parked stack
+// (prepareVThreads then measured 729 B instead of 686 B).
 func prepareRecvVThreads(n int) (suspend, end func()) {
 	s := newScheduler(scheduler.Options{Carriers: 1})
 	vts := make([]*scheduler.VThread, n)
