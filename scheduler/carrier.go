@@ -32,6 +32,9 @@ type carrier struct {
 	// cur is the virtual thread this carrier is running, so that the
 	// carrier can finish it if it ends the carrier's goroutine (Goexit).
 	cur *VThread
+	// nested is how many virtual threads runNested is running inside
+	// other virtual threads' Joins on this carrier, one inside the other.
+	nested int
 
 	// free are continuation records of virtual threads that ended on this
 	// carrier, which Go reuses when called from a virtual thread running
@@ -107,9 +110,10 @@ func (c *carrier) run(vt *VThread) {
 	s := c.s
 	vt.state.Store(vtRunning)
 	vt.carrier = c
+	prev := c.cur // the joiner, in runNested
 	c.cur = vt
 	vt.cont.Run(vt)
-	c.cur = nil
+	c.cur = prev
 	vt.carrier = nil
 	if vt.cont.IsDone() {
 		s.finish(vt, c)
@@ -144,6 +148,69 @@ func (c *carrier) push(vt *VThread) {
 	c.mu.Lock()
 	c.queue = append(c.queue, vt)
 	c.mu.Unlock()
+}
+
+// unqueue takes vt off c's queue if it is among the last few queued there,
+// and reports whether it did: vt is then the caller's to run.
+func (c *carrier) unqueue(vt *VThread) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
+		if c.queue[i] == vt {
+			n := copy(c.queue[i:], c.queue[i+1:])
+			c.queue[i+n] = nil
+			c.queue = c.queue[:i+n]
+			c.compact()
+			return true
+		}
+	}
+	return false
+}
+
+// maxUnqueueScan is how far from its tail unqueue looks for a virtual
+// thread: a parent joins the children it queued last, and a long queue is
+// not searched.
+const maxUnqueueScan = 16
+
+// maxNested is how many virtual threads runNested runs one inside the other
+// on a carrier: each holds its frames and its joiner's on the carrier's
+// stack, where a deep chain of joins would otherwise grow it without
+// bound (parked, each joiner would take a few hundred bytes of heap).
+const maxNested = 64
+
+// runNested runs vt, which the calling virtual thread cur is about to join,
+// here, inside cur's continuation, if vt is waiting in the queue of cur's
+// carrier among the last queued there, and so would have run on it soon:
+// this saves parking cur and thawing it again once vt has finished, as
+// fork/join pools run a task's queued subtask in its join. vt runs until
+// it finishes or parks (then cur parks for it as usual). It reports
+// whether it ran vt.
+//
+// vt runs on cur's goroutine, above cur's frames, as a continuation
+// nested in cur's: a runtime.Goexit in vt, which ends the goroutine,
+// ends cur too (both with ErrGoexit), and the carrier is replaced. In
+// deterministic mode every virtual thread runs from the run queue.
+func runNested(cur, vt *VThread) bool {
+	c := cur.carrier
+	if c == nil || c.s != vt.s || c.s.det != nil || c.nested >= maxNested ||
+		vt.state.Load() != vtQueued || !c.unqueue(vt) {
+		return false
+	}
+	c.nested++
+	normal := false
+	defer func() {
+		c.nested--
+		if !normal {
+			// vt called runtime.Goexit, which goes on unwinding cur:
+			// the carrier's loop finishes cur, vt is finished here.
+			c.cur = cur
+			vt.carrier = nil
+			c.s.finish(vt, nil)
+		}
+	}()
+	c.run(vt)
+	normal = true
+	return true
 }
 
 func (c *carrier) pop() *VThread {

@@ -64,7 +64,8 @@ func (g *Group) fail(err error) {
 // Wait waits for every child started so far, and for any they start
 // meanwhile, then cancels the group's context and returns the first
 // child's error (a *PanicError for a panic), or nil. Called from a virtual
-// thread it parks; from a goroutine it blocks.
+// thread it parks; from a goroutine it blocks. It joins each child with
+// VThread.Join, which may run a child inside the caller (see Join).
 func (g *Group) Wait() error {
 	for i := 0; ; i++ {
 		g.mu.Lock()

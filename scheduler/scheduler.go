@@ -35,6 +35,7 @@ type PanicError struct {
 	Stack []byte // the virtual thread's stack where it panicked
 }
 
+// Error says that a virtual thread panicked, and with what.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("scheduler: virtual thread panicked: %v", e.Value)
 }
@@ -251,8 +252,8 @@ func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
 	return s.GoNamed("", fn)
 }
 
-// GoNamed is Go with a name, which String and the vthread's pprof labels
-// show.
+// GoNamed is Go with a name, which Name and String return. (The scheduler
+// sets no pprof labels: they belong to the carrier's goroutine.)
 func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
 	return s.start(name, s.ctx, nil, fn)
 }
@@ -403,6 +404,8 @@ func FromContext(ctx context.Context) *VThread {
 // Scheduler returns the scheduler the virtual thread runs on.
 func (vt *VThread) Scheduler() *Scheduler { return vt.s }
 
+// String returns "vthread ID", followed by the name in parentheses if it
+// has one.
 func (vt *VThread) String() string {
 	if name := vt.Name(); name != "" {
 		return fmt.Sprintf("vthread %d (%s)", vt.id, name)
@@ -431,6 +434,16 @@ func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 // Join waits for the virtual thread to finish and returns the error its
 // function returned, a *PanicError if it panicked, or ErrGoexit. Called
 // from a virtual thread it parks; from a goroutine it blocks.
+//
+// Called from a virtual thread, Join may run vt itself when vt is still
+// queued on the caller's carrier, one of the last queued there (as a
+// fork/join pool runs a queued subtask in its join): vt then runs inside
+// the caller, on its carrier, until vt finishes or parks, which saves
+// parking the caller and resuming it. Nothing tells the two apart but
+// runtime.Goexit, which ends the goroutine: a Goexit in vt, if vt runs
+// inside the caller, ends the caller too (both end with ErrGoexit, and
+// the caller's deferred calls run). Wait never runs vt itself; use it
+// where a Goexit in vt must leave the caller running.
 func (vt *VThread) Join() error {
 	if vt.finished() {
 		return vt.err
@@ -438,6 +451,9 @@ func (vt *VThread) Join() error {
 	if cur := Current(); cur != nil {
 		if cur == vt {
 			panic("scheduler: a virtual thread cannot Join itself")
+		}
+		if runNested(cur, vt) && vt.finished() {
+			return vt.err
 		}
 		vt.joinMu.Lock()
 		switch {
@@ -492,6 +508,7 @@ func (vt *VThread) dropJoiner(w *waiter) {
 }
 
 // Wait is Join with a context: it returns ctx.Err() if ctx ends first.
+// Unlike Join, it never runs vt inside the caller.
 func (vt *VThread) Wait(ctx context.Context) error {
 	if vt.finished() {
 		return vt.err

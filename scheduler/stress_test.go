@@ -5,6 +5,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -43,8 +44,9 @@ func TestStressParkUnparkReuse(t *testing.T) {
 				if tokens[i].Load() > consumed[i] {
 					consumed[i]++
 					// spawn a short child, sometimes one that Goexits
+					goexit := rand.IntN(8) == 0
 					k, err := s.Go(func(ctx context.Context) error {
-						if rand.IntN(8) == 0 {
+						if goexit {
 							runtime.Goexit()
 						}
 						Yield()
@@ -53,8 +55,16 @@ func TestStressParkUnparkReuse(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if rand.IntN(2) == 0 {
-						if e := k.Join(); e != nil && e != ErrGoexit {
+					switch {
+					case rand.IntN(2) == 0:
+					case goexit:
+						// Join may run k inside this thread, which
+						// k's Goexit would end too; Wait never does.
+						if e := k.Wait(context.Background()); e != ErrGoexit {
+							return fmt.Errorf("Wait = %v, want ErrGoexit", e)
+						}
+					default:
+						if e := k.Join(); e != nil {
 							return e
 						}
 					}

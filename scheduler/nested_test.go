@@ -1,0 +1,327 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/pinning"
+)
+
+// nestedDepth returns how many joiners the calling virtual thread runs
+// inside, counting the runNested frames on the calling goroutine's stack
+// where the body runs on it (the portable backend runs it on a goroutine
+// of its own), and checks that count against the carrier's.
+func nestedDepth() int {
+	n := Current().carrier.nested
+	if !strings.HasPrefix(weft.Backend(), "stackcopy") {
+		return n
+	}
+	pcs := make([]uintptr, 4096)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	onStack := 0
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "scheduler.runNested") {
+			onStack++
+		}
+		if !more {
+			break
+		}
+	}
+	if onStack != n {
+		panic(fmt.Sprintf("%d runNested frames on the stack, and the carrier counts %d", onStack, n))
+	}
+	return n
+}
+
+// growStack uses about depth KiB of stack, so that the goroutine's stack is
+// copied to a larger one while the frames below are those of virtual
+// threads running one inside the other.
+//
+//go:noinline
+func growStack(depth int) int {
+	var buf [1024]byte
+	buf[depth%len(buf)] = byte(depth)
+	if depth == 0 {
+		return int(buf[0])
+	}
+	return growStack(depth-1) + int(buf[depth%len(buf)])
+}
+
+// Join runs a child that is still queued on the joiner's carrier inside
+// the joiner: the child sees itself as Current, the joiner is Current again
+// once Join returns, and the carrier's bookkeeping is the joiner's again.
+// A child queued elsewhere (started from a goroutine: the global queue) is
+// joined by parking.
+func TestJoinRunsQueuedChildNested(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	sentinel := errors.New("child's error")
+	parent := goOrFatal(t, s, func(ctx context.Context) error {
+		me := Current()
+		var depth int
+		var self *VThread
+		child, err := s.Go(func(ctx context.Context) error {
+			depth, self = nestedDepth(), Current()
+			runtime.GC()
+			return sentinel
+		})
+		if err != nil {
+			return err
+		}
+		if err := child.Join(); err != sentinel {
+			return errors.New("Join = " + errString(err) + ", want the child's error")
+		}
+		switch {
+		case depth != 1:
+			return errors.New("the child did not run inside its joiner's Join")
+		case self != child:
+			return errors.New("Current in the nested child is not the child")
+		case Current() != me:
+			return errors.New("Current after Join is not the joiner")
+		case me.carrier == nil || me.carrier.cur != me || me.carrier.nested != 0:
+			return errors.New("the carrier's running thread or nesting count was not restored")
+		}
+		return nil
+	})
+	if err := joinWithin(t, parent); err != nil {
+		t.Fatal(err)
+	}
+
+	// From a goroutine, Go queues on the global queue: a joining virtual
+	// thread parks for it.
+	var depth atomic.Int32
+	outside, err := s.Go(func(ctx context.Context) error {
+		depth.Store(int32(nestedDepth()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joiner := goOrFatal(t, s, func(ctx context.Context) error { return outside.Join() })
+	if err := joinWithin(t, joiner); err != nil {
+		t.Fatal(err)
+	}
+	if d := depth.Load(); d != 0 {
+		t.Fatalf("a virtual thread started from a goroutine ran nested %d deep", d)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return err.Error()
+}
+
+// A nested child that parks is suspended on its own: its joiner parks in
+// Join as usual, another virtual thread resumes the child (on the carrier's
+// stack, no longer inside the joiner), and the joiner gets the child's
+// result. The child grows the goroutine's stack while nested, and the
+// collector runs at every step.
+func TestJoinNestedChildParks(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	ch := NewChan[int](0)
+	var depths [2]atomic.Int32
+	parent := goOrFatal(t, s, func(ctx context.Context) error {
+		Yield() // the joiner's own frames are frozen once, behind the barrier
+		sender, err := s.Go(func(ctx context.Context) error {
+			runtime.GC()
+			ch.Send(42)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		child, err := s.Go(func(ctx context.Context) error {
+			depths[0].Store(int32(nestedDepth()))
+			if growStack(64) < 0 {
+				return errors.New("unreachable")
+			}
+			runtime.GC()
+			v, _ := ch.Recv() // parks: the sender is queued behind
+			depths[1].Store(int32(nestedDepth()))
+			runtime.GC()
+			if v != 42 {
+				return errors.New("received a wrong value")
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := child.Join(); err != nil {
+			return err
+		}
+		runtime.GC()
+		return sender.Join()
+	})
+	if err := joinWithin(t, parent); err != nil {
+		t.Fatal(err)
+	}
+	if d0, d1 := depths[0].Load(), depths[1].Load(); d0 != 1 || d1 != 0 {
+		t.Fatalf("the child ran %d deep before its park and %d after, want 1 and 0", d0, d1)
+	}
+}
+
+// A runtime.Goexit in a child running nested ends the goroutine, its joiner
+// included: the joiner's Join does not return, its deferred calls run (those
+// of frames frozen before too), both end with ErrGoexit, the carrier is
+// replaced, and the scheduler goes on. Wait never runs the child nested,
+// so the joiner survives the child's Goexit there.
+func TestJoinNestedGoexit(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	var deferred, childDeferred, returned atomic.Bool
+	var child atomic.Pointer[VThread]
+	parent := goOrFatal(t, s, func(ctx context.Context) error {
+		defer deferred.Store(true)
+		Yield() // this frame is frozen once, behind the barrier
+		k, err := s.Go(func(ctx context.Context) error {
+			defer childDeferred.Store(true)
+			runtime.Goexit()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		child.Store(k)
+		k.Join()
+		returned.Store(true)
+		return nil
+	})
+	if err := joinWithin(t, parent); !errors.Is(err, ErrGoexit) {
+		t.Fatalf("the joiner's Join = %v, want ErrGoexit", err)
+	}
+	if err := joinWithin(t, child.Load()); !errors.Is(err, ErrGoexit) {
+		t.Fatalf("the child's Join = %v, want ErrGoexit", err)
+	}
+	if returned.Load() || !deferred.Load() || !childDeferred.Load() {
+		t.Fatalf("Join returned: %v; the joiner's deferred call ran: %v; the child's: %v; want false, true, true",
+			returned.Load(), deferred.Load(), childDeferred.Load())
+	}
+	waitUntil(t, "Live() to drop to 0", func() bool { return s.Live() == 0 })
+
+	survivor := goOrFatal(t, s, func(ctx context.Context) error {
+		k, err := s.Go(func(ctx context.Context) error {
+			runtime.Goexit()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := k.Wait(context.Background()); !errors.Is(err, ErrGoexit) {
+			return errors.New("Wait = " + errString(err) + ", want ErrGoexit")
+		}
+		return nil
+	})
+	if err := joinWithin(t, survivor); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A nested child's panic stays the child's: Join returns it, the OnPanic
+// handler sees it, and the joiner goes on.
+func TestJoinNestedPanic(t *testing.T) {
+	var handled atomic.Int32
+	s := newTest(t, Options{Carriers: 1, OnPanic: func(*VThread, any) { handled.Add(1) }})
+	parent := goOrFatal(t, s, func(ctx context.Context) error {
+		for range 3 {
+			k, err := s.Go(func(ctx context.Context) error { panic("child") })
+			if err != nil {
+				return err
+			}
+			var pe *PanicError
+			if err := k.Join(); !errors.As(err, &pe) || pe.Value != "child" {
+				return errors.New("Join = " + errString(err) + ", want the child's panic")
+			}
+		}
+		return nil
+	})
+	if err := joinWithin(t, parent); err != nil {
+		t.Fatal(err)
+	}
+	if n := handled.Load(); n != 3 {
+		t.Fatalf("OnPanic ran %d times, want 3", n)
+	}
+}
+
+// A chain of virtual threads, each joining the next, runs nested at most
+// maxNested deep on a carrier; beyond that, joiners park, and the chain
+// still completes with every result. The collector runs at the bottom.
+func TestJoinNestedDepthBounded(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	const n = 3 * maxNested
+	var deepest atomic.Int32
+	var chain func(i int) func(ctx context.Context) error
+	chain = func(i int) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			if d := int32(nestedDepth()); d > deepest.Load() {
+				deepest.Store(d)
+			}
+			if i == n {
+				runtime.GC()
+				return nil
+			}
+			k, err := s.Go(chain(i + 1))
+			if err != nil {
+				return err
+			}
+			return k.Join()
+		}
+	}
+	root := goOrFatal(t, s, chain(0))
+	if err := joinWithin(t, root); err != nil {
+		t.Fatal(err)
+	}
+	if d := deepest.Load(); d != maxNested {
+		t.Fatalf("the chain ran %d deep, want maxNested (%d)", d, maxNested)
+	}
+}
+
+// A child run nested inside a joiner that is in a pinning.Do critical
+// section is not pinned by it: the critical section is in the joiner's
+// frames, outside the child's continuation, so the child's park suspends
+// it and nothing is counted as pinned.
+func TestJoinNestedInsideCriticalSection(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	ch := NewChan[int](0)
+	parent := goOrFatal(t, s, func(ctx context.Context) error {
+		sender, err := s.Go(func(ctx context.Context) error { ch.Send(1); return nil })
+		if err != nil {
+			return err
+		}
+		var joinErr error
+		pinning.Do(func() {
+			var k *VThread
+			k, joinErr = s.Go(func(ctx context.Context) error {
+				if nestedDepth() != 1 {
+					return errors.New("not run nested")
+				}
+				ch.Recv() // suspends the child, not pinned
+				return nil
+			})
+			if joinErr == nil {
+				// The child parks; the joiner, pinned, blocks the carrier,
+				// and a compensation carrier runs the sender and the child.
+				joinErr = k.Join()
+			}
+		})
+		if joinErr != nil {
+			return joinErr
+		}
+		return sender.Join()
+	})
+	if err := joinWithin(t, parent); err != nil {
+		t.Fatal(err)
+	}
+	// Only the joiner's park in Join is pinned, at the critical section.
+	pins := s.Pins()
+	if len(pins) != 1 || pins[0].Reason != pinning.CriticalSection || pins[0].Count != 1 {
+		t.Fatalf("Pins() = %+v, want one CriticalSection pin (the joiner's)", pins)
+	}
+}
