@@ -22,9 +22,6 @@ type scCont struct {
 // finished drops the body.
 func (s *scCont) finished(keep bool) { *s = scCont{} }
 
-// kept is nothing to keep.
-func (s *scCont) kept() scCont { return scCont{} }
-
 type stubChunk struct{}
 
 func (*stubChunk) capture(uintptr, bool, *counters) error { panic(noStackCopy) }

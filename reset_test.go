@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
 )
 
@@ -115,6 +116,46 @@ func TestReset(t *testing.T) {
 	c.Reset(s, func() { ran = true })
 	if runToEnd(t, c); !ran {
 		t.Fatal("the body after a Goexit did not run")
+	}
+}
+
+// TestResetStartsAfresh: Reset starts everything but the kept arrays
+// afresh: the scope, the state, the owner and the pinned handler of the
+// record's previous life are gone, and a pinned yield of the new body runs
+// no handler of the old one.
+func TestResetStartsAfresh(t *testing.T) {
+	s1, s2 := scope.New("afresh-1"), scope.New("afresh-2")
+	handled := 0
+	c := weft.NewCont(s1, func() {
+		weft.Yield(s1)
+		pinning.Do(func() { weft.Yield(s1) }) // pinned: the handler runs
+	})
+	c.SetPinnedHandler(func(*weft.Cont, *pinning.Error) { handled++ })
+	c.Run("first owner")
+	c.Run("first owner")
+	if !c.IsDone() || handled != 1 {
+		t.Fatalf("first body: done %v, handler ran %d times; want true, 1", c.IsDone(), handled)
+	}
+	var perr *pinning.Error
+	var owner any
+	c.Reset(s2, func() {
+		owner = weft.Current(s2).Owner()
+		pinning.Do(func() { _, perr = weft.Yield(s2) })
+		runtime.GC()
+		weft.Yield(s2)
+	})
+	if c.Scope() != s2 || c.IsDone() || c.Owner() != nil || c.Stats() != (weft.Stats{}) {
+		t.Fatalf("after Reset: scope %v, done %v, owner %v, stats %+v; want %v, false, nil, zero",
+			c.Scope(), c.IsDone(), c.Owner(), c.Stats(), s2)
+	}
+	c.Run(nil)
+	if c.IsDone() || owner != nil || perr == nil || handled != 1 {
+		t.Fatalf("second body: done %v, owner %v, pinned error %v, handler ran %d times; want false, nil, an error, 1",
+			c.IsDone(), owner, perr, handled)
+	}
+	runtime.GC()
+	if runs := runToEnd(t, c); runs != 1 {
+		t.Fatalf("%d more runs to the end, want 1", runs)
 	}
 }
 

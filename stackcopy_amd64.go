@@ -56,7 +56,7 @@ const maxKeptArrays = 2 << 10
 // finished drops what the record of a finished continuation no longer
 // needs: everything, or with keep everything but the chunk's arrays (if
 // at most maxKeptArrays bytes), emptied of every pointer they held, and
-// the host closure, for kept.
+// the host closure, for a Reset (which leaves them in place).
 func (c *scCont) finished(keep bool) {
 	k, host := c.chunk, c.host
 	*c = scCont{}
@@ -70,16 +70,6 @@ func (c *scCont) finished(keep bool) {
 	c.chunk.Mem, c.chunk.memLen = k.Mem, k.memLen
 	c.chunk.Ptrs, c.chunk.ptrsLen = k.Ptrs, k.ptrsLen
 	c.host = host
-}
-
-// kept returns what a Reset carries over from a finished record: its
-// chunk's empty arrays and its host closure, if finished kept them.
-func (c *scCont) kept() scCont {
-	var s scCont
-	s.chunk.Mem, s.chunk.memLen = c.chunk.Mem, c.chunk.memLen
-	s.chunk.Ptrs, s.chunk.ptrsLen = c.chunk.Ptrs, c.chunk.ptrsLen
-	s.host = c.host
-	return s
 }
 
 // scRare is the part of a scCont that only a refused yield or a panic at

@@ -101,6 +101,18 @@ type Stats struct {
 // wraps it; use that package unless you are building a new API on the
 // engine.
 type Cont struct {
+	contHead
+
+	// sc is the stack-copying backend's state: the frozen frames and how
+	// to thaw them. Its body is the continuation's on either backend.
+	// Once the body has ended it holds only what a Reset keeps
+	// (scCont.finished).
+	sc scCont
+}
+
+// contHead is the part of a Cont that Reset starts afresh, in one
+// assignment: everything but the backend's state.
+type contHead struct {
 	// local is the goroutine-local record (package gls) that maps the
 	// goroutine running the body to this record. It must stay the first
 	// field: contOf recovers the record from its address.
@@ -138,10 +150,6 @@ type Cont struct {
 
 	// pt is the portable backend's state, from the first Run.
 	pt *portableState
-
-	// sc is the stack-copying backend's state: the frozen frames and how
-	// to thaw them. Its body is the continuation's on either backend.
-	sc scCont
 }
 
 // counters are a continuation's Stats. They live after the record, in a
@@ -178,7 +186,7 @@ var _ [0]struct{} = [unsafe.Offsetof(Cont{}.local)]struct{}{}
 // with counters that Stats reports. Nothing runs until the first Run.
 func NewCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewCont", s, body)
-	cc := &countedCont{Cont: Cont{scope: s, counted: true}}
+	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}}
 	cc.sc.body = body
 	return &cc.Cont
 }
@@ -189,7 +197,7 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 // record's Stats are always zero, and it stays uncounted across Reset.
 func NewUncountedCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewUncountedCont", s, body)
-	c := &Cont{scope: s}
+	c := &Cont{contHead: contHead{scope: s}}
 	c.sc.body = body
 	return c
 }
@@ -229,12 +237,12 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if st := state(c.state.Load()); st != stDone {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
-	kept := c.sc.kept()
-	*c = Cont{scope: s, reused: true, counted: c.counted}
+	// The body's end (finish) left in c.sc only what a reset keeps: the
+	// chunk's emptied arrays and the host closure.
+	c.contHead = contHead{scope: s, reused: true, counted: c.counted}
 	if n := c.counters(); n != nil {
 		*n = counters{}
 	}
-	c.sc = kept
 	c.sc.body = body
 }
 

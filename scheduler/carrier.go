@@ -336,16 +336,26 @@ func (c *carrier) hasWork() bool {
 	return false
 }
 
-// ready makes vt runnable: on the current carrier's queue if a carrier is
-// running this code, else on the global queue; and wakes an idle carrier.
-func (s *Scheduler) ready(vt *VThread, spawn bool) {
+// runningCarrier returns the carrier of s running the calling virtual
+// thread, or nil if the caller is not one of s's virtual threads.
+func (s *Scheduler) runningCarrier() *carrier {
+	if cur := Current(); cur != nil && cur.s == s {
+		return cur.carrier
+	}
+	return nil
+}
+
+// readyOn makes vt runnable: on c's queue, where c is the carrier of s
+// running the caller (runningCarrier), else on the global queue; and
+// wakes an idle carrier.
+func (s *Scheduler) readyOn(vt *VThread, c *carrier) {
 	if d := s.det; d != nil {
 		d.push(vt)
 		s.wakeOne()
 		return
 	}
-	if cur := Current(); cur != nil && cur.s == s && cur.carrier != nil {
-		cur.carrier.push(vt)
+	if c != nil {
+		c.push(vt)
 		s.wakeOne()
 		return
 	}

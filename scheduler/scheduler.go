@@ -274,24 +274,23 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 		vt.rareLocked().name = name
 	}
 	vt.ctx = vtContext{parent}
-	vt.cont = s.newCont()
+	c := s.runningCarrier()
+	vt.cont = s.newCont(c)
 	vt.state.Store(vtQueued)
-	s.ready(vt, true)
+	s.readyOn(vt, c)
 	return vt, nil
 }
 
 // newCont returns a continuation record for a new virtual thread: one
-// that an ended virtual thread left on the calling carrier, reset, or a
-// new one.
-func (s *Scheduler) newCont() *weft.Cont {
-	if cur := Current(); cur != nil && cur.s == s {
-		if c := cur.carrier; c != nil && len(c.free) > 0 {
-			cont := c.free[len(c.free)-1]
-			c.free[len(c.free)-1] = nil
-			c.free = c.free[:len(c.free)-1]
-			cont.Reset(vthreadScope, vthreadBody)
-			return cont
-		}
+// that an ended virtual thread left on c, the calling carrier (nil if none
+// of s's is), reset, or a new one.
+func (s *Scheduler) newCont(c *carrier) *weft.Cont {
+	if c != nil && len(c.free) > 0 {
+		cont := c.free[len(c.free)-1]
+		c.free[len(c.free)-1] = nil
+		c.free = c.free[:len(c.free)-1]
+		cont.Reset(vthreadScope, vthreadBody)
+		return cont
 	}
 	if s.opts.contStats {
 		return weft.NewCont(vthreadScope, vthreadBody)
@@ -608,7 +607,7 @@ func (vt *VThread) unparkOn(c *carrier) {
 			vt.s.wakeOne()
 			return
 		}
-		vt.s.ready(vt, false)
+		vt.s.readyOn(vt, vt.s.runningCarrier())
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
 		// vt waits in parkPinned for this, on its carrier, which it
 		// cannot leave before it has it.
