@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/pinning"
@@ -324,4 +326,127 @@ func TestJoinNestedInsideCriticalSection(t *testing.T) {
 	if len(pins) != 1 || pins[0].Reason != pinning.CriticalSection || pins[0].Count != 1 {
 		t.Fatalf("Pins() = %+v, want one CriticalSection pin (the joiner's)", pins)
 	}
+}
+
+// treeShape returns the number of children of the node of a random tree
+// seeded with seed, at depth levels above the leaves, and its value.
+func treeShape(seed uint64, depth int) (children int, value int64) {
+	if depth > 0 {
+		children = rand.New(rand.NewPCG(seed, 7)).IntN(6)
+	}
+	return children, int64(seed % 1000)
+}
+
+// childSeed is the seed of child i of the node seeded with seed.
+func childSeed(seed uint64, i int) uint64 { return seed*31 + uint64(i) + 1 }
+
+// treeSum sums a random tree in plain recursion.
+func treeSum(seed uint64, depth int) int64 {
+	n, sum := treeShape(seed, depth)
+	for i := range n {
+		sum += treeSum(childSeed(seed, i), depth-1)
+	}
+	return sum
+}
+
+// vtTreeSum sums the same tree with a virtual thread per node, each of
+// which yields, sleeps, grows its stack or collects at random, and joins
+// its children in a random order, with Join or a Group. It counts the
+// nodes that started nested in a joiner in nested.
+func vtTreeSum(s *Scheduler, seed uint64, depth int, nested *atomic.Int64) (int64, error) {
+	if nestedDepth() > 0 {
+		nested.Add(1)
+	}
+	act := rand.New(rand.NewPCG(seed, 9))
+	pause := func() {
+		switch act.IntN(5) {
+		case 0:
+			Yield()
+		case 1:
+			Sleep(time.Duration(act.IntN(20)) * time.Microsecond)
+		case 2:
+			growStack(act.IntN(16))
+		case 3:
+			if act.IntN(20) == 0 {
+				runtime.GC()
+			}
+		}
+	}
+	pause()
+	n, sum := treeShape(seed, depth)
+	sums := make([]int64, n)
+	body := func(i int) func(ctx context.Context) error {
+		return func(ctx context.Context) (err error) {
+			sums[i], err = vtTreeSum(s, childSeed(seed, i), depth-1, nested)
+			return err
+		}
+	}
+	if act.IntN(4) == 0 {
+		g, _ := s.NewGroup(context.Background())
+		for i := range n {
+			if err := g.Go(body(i)); err != nil {
+				return 0, err
+			}
+		}
+		pause()
+		if err := g.Wait(); err != nil {
+			return 0, err
+		}
+	} else {
+		kids := make([]*VThread, n)
+		for i := range n {
+			k, err := s.Go(body(i))
+			if err != nil {
+				return 0, err
+			}
+			kids[i] = k
+		}
+		pause()
+		for _, i := range act.Perm(n) {
+			if err := kids[i].Join(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for _, v := range sums {
+		sum += v
+	}
+	return sum, nil
+}
+
+// Random trees of virtual threads joining their children, on more carriers
+// than CPUs so that thieves race the joiners for queued children, with
+// parks, stack growth and collections throughout: every sum is right and
+// every virtual thread ends.
+func TestStressNestedJoin(t *testing.T) {
+	s := newTest(t, Options{Carriers: 4})
+	trees := 40
+	if testing.Short() {
+		trees = 10
+	}
+	const depth = 6
+	roots := make([]*VThread, trees)
+	got := make([]int64, trees)
+	var nested atomic.Int64
+	for i := range roots {
+		roots[i] = goOrFatal(t, s, func(ctx context.Context) (err error) {
+			got[i], err = vtTreeSum(s, uint64(i)+1, depth, &nested)
+			return err
+		})
+	}
+	for i, root := range roots {
+		if err := joinWithin(t, root); err != nil {
+			t.Fatalf("tree %d: %v", i, err)
+		}
+		if want := treeSum(uint64(i)+1, depth); got[i] != want {
+			t.Fatalf("tree %d: sum %d, want %d", i, got[i], want)
+		}
+	}
+	waitUntil(t, "Live() to drop to 0", func() bool { return s.Live() == 0 })
+	// Whether a given child runs nested is a race; that none did would
+	// mean the test no longer tests it.
+	if nested.Load() == 0 {
+		t.Fatal("no virtual thread ran nested in its joiner")
+	}
+	t.Logf("%d virtual threads started nested in their joiners", nested.Load())
 }
