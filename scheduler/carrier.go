@@ -3,6 +3,7 @@ package scheduler
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/internal/netpoll"
@@ -35,6 +36,12 @@ type carrier struct {
 	// nested is how many virtual threads runNested is running inside
 	// other virtual threads' Joins on this carrier, one inside the other.
 	nested int
+	// owed is nonzero while the carrier owes a wake-up for a virtual
+	// thread it queued on its empty queue (pushOwn): the monitor's tick
+	// when it began. The carrier clears it when it next takes work from
+	// its queue; the monitor pays it (wakes an idle carrier) if it lasts
+	// a whole tick.
+	owed atomic.Uint64
 
 	// free are continuation records of virtual threads that ended on this
 	// carrier, which Go reuses when called from a virtual thread running
@@ -82,6 +89,9 @@ func (c *carrier) loop() {
 		}()
 	}
 	for {
+		if c.owed.Load() != 0 {
+			c.owed.Store(0) // this carrier takes what it queued
+		}
 		vt := c.next()
 		if vt == nil {
 			if c.temp && s.retireTemp() {
@@ -128,6 +138,48 @@ func (c *carrier) run(vt *VThread) {
 		if vt.permit.Load() && vt.state.CompareAndSwap(vtParked, vtQueued) {
 			c.push(vt)
 		}
+	}
+}
+
+// pushOwn queues vt on c, called on c's goroutine (by the virtual thread
+// it runs, or by c itself): c runs it when it next takes work, so the
+// first one queued on an empty queue wakes no other carrier at once, as
+// the one that made it runnable is likely to park or end soon (a
+// hand-off, or a spawn that is joined); the carrier owes that wake-up,
+// and the monitor pays it if c has not taken work within a tick. A
+// virtual thread queued behind another wakes an idle carrier at once.
+func (c *carrier) pushOwn(vt *VThread) {
+	s := c.s
+	if s.det != nil || c.temp {
+		c.push(vt)
+		s.wakeOne()
+		return
+	}
+	c.mu.Lock()
+	queued := len(c.queue) - c.head
+	c.queue = append(c.queue, vt)
+	c.mu.Unlock()
+	if queued > 0 || s.nidle.Load() == 0 {
+		// Behind another, or no carrier is idle: a carrier that goes
+		// idle looks at every queue before it sleeps.
+		s.wakeOne()
+		return
+	}
+	if c.owed.Load() == 0 {
+		c.owed.Store(s.tick.Load())
+		if s.monParked.Load() {
+			select {
+			case s.monKick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// payOwed wakes an idle carrier now if c owes one: c is about to block.
+func (c *carrier) payOwed() {
+	if c.owed.Load() != 0 && c.owed.Swap(0) != 0 {
+		c.s.wakeOne()
 	}
 }
 
@@ -355,8 +407,7 @@ func (s *Scheduler) readyOn(vt *VThread, c *carrier) {
 		return
 	}
 	if c != nil {
-		c.push(vt)
-		s.wakeOne()
+		c.pushOwn(vt)
 		return
 	}
 	s.mu.Lock()

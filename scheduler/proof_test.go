@@ -1037,7 +1037,7 @@ func TestProofGoAfterShutdown(t *testing.T) {
 }
 
 // TestProofNoGoroutineLeak: after Shutdown, every goroutine the scheduler
-// started is gone: carriers, compensation carriers, carriers replaced
+// started is gone: carriers, the monitor, compensation carriers, carriers replaced
 // after a Goexit, and (on the portable backend) the goroutines of the
 // virtual threads.
 func TestProofNoGoroutineLeak(t *testing.T) {

@@ -111,7 +111,12 @@ type Scheduler struct {
 	closing atomic.Bool
 	allDone chan struct{} // closed when closing and live reaches 0
 	doneOne sync.Once
-	wg      sync.WaitGroup // carriers
+	wg      sync.WaitGroup // carriers and the monitor
+
+	// The monitor (monitor.go) pays the wake-ups that carriers owe.
+	tick      atomic.Uint64 // the monitor's tick count, from 1
+	monParked atomic.Bool   // the monitor waits for monKick
+	monKick   chan struct{} // buffered 1
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64
@@ -140,7 +145,8 @@ func New(opts Options) (*Scheduler, error) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64)}
+	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64), monKick: make(chan struct{}, 1)}
+	s.tick.Store(1)
 	s.ctx, s.cancel = context.WithCancel(parent)
 	s.lock = weft.ActiveBackend() == weft.StackCopying
 	if opts.LockOSThread != nil {
@@ -171,6 +177,10 @@ func New(opts Options) (*Scheduler, error) {
 	for _, c := range s.carriers {
 		s.wg.Add(1)
 		go c.loop()
+	}
+	if s.det == nil {
+		s.wg.Add(1)
+		go s.monitor()
 	}
 	return s, nil
 }
@@ -603,8 +613,7 @@ func (vt *VThread) unparkOn(c *carrier) {
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
 		if c != nil {
-			c.push(vt)
-			vt.s.wakeOne()
+			c.pushOwn(vt)
 			return
 		}
 		vt.s.readyOn(vt, vt.s.runningCarrier())
@@ -672,6 +681,7 @@ func parkPinned(perr *pinning.Error) {
 	// Published to unparkOn by the store of vtPinned, and the same until
 	// it has sent: vt cannot leave its carrier before.
 	c := vt.carrier
+	c.payOwed() // what vt queued here must not wait for the monitor
 	vt.state.Store(vtPinned)
 	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
 		return

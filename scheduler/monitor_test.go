@@ -1,0 +1,111 @@
+package scheduler
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftrt/weft/pinning"
+)
+
+// A virtual thread queued by one that then runs on without parking waits
+// for no more than the monitor's ticks: the wake-up its carrier owes is
+// paid, and an idle carrier runs it while the first still spins.
+func TestOwedWakeIsPaidWhileTheQueuerRuns(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2})
+	for round := range 20 {
+		var started atomic.Bool
+		var waited time.Duration
+		spinner := goOrFatal(t, s, func(ctx context.Context) error {
+			// Let the other carrier go idle first.
+			time.Sleep(time.Millisecond)
+			if _, err := s.Go(func(ctx context.Context) error {
+				started.Store(true)
+				return nil
+			}); err != nil {
+				return err
+			}
+			begin := time.Now()
+			for !started.Load() {
+				if time.Since(begin) > 2*time.Second {
+					break
+				}
+			}
+			waited = time.Since(begin)
+			return nil
+		})
+		if err := joinWithin(t, spinner); err != nil {
+			t.Fatal(err)
+		}
+		if !started.Load() {
+			t.Fatalf("round %d: the queued virtual thread did not start in %v while its queuer ran on", round, waited)
+		}
+		if waited > time.Second {
+			t.Errorf("round %d: the queued virtual thread started after %v, want about %v", round, waited, 2*monitorTick)
+		}
+	}
+}
+
+// A carrier blocked in a plain Go channel receive (not a park) by the
+// virtual thread it runs does not keep what that virtual thread queued:
+// the monitor wakes the idle carrier, which runs it and unblocks the
+// first. The same with a carrier blocked pinned and no compensation
+// carrier: the other carrier must run the virtual thread that unparks the
+// pinned one (the carrier pays its owed wake-up itself before it blocks,
+// rather than leave it to the monitor).
+func TestOwedWakeWhenTheCarrierBlocks(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2, MaxCompensation: -1})
+	for round := range 10 {
+		ch := make(chan struct{})
+		blocker := goOrFatal(t, s, func(ctx context.Context) error {
+			time.Sleep(time.Millisecond) // the other carrier goes idle
+			if _, err := s.Go(func(ctx context.Context) error { close(ch); return nil }); err != nil {
+				return err
+			}
+			<-ch // blocks the carrier
+			return nil
+		})
+		if err := joinWithin(t, blocker); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+
+		pinned := goOrFatal(t, s, func(ctx context.Context) error {
+			time.Sleep(time.Millisecond)
+			me := Current()
+			if _, err := s.Go(func(ctx context.Context) error { me.Unpark(); return nil }); err != nil {
+				return err
+			}
+			pinning.Do(Park) // blocks the carrier, pinned, until the Unpark
+			return nil
+		})
+		if err := joinWithin(t, pinned); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
+// The monitor parks once nothing is owed, and exits at Shutdown: after it
+// the scheduler leaves no goroutine behind (the leak tests check that for
+// every scheduler); here, that a parked monitor wakes for a new owed
+// wake-up.
+func TestMonitorParksAndWakes(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2})
+	waitUntil(t, "the monitor to park", s.monParked.Load)
+	var started atomic.Bool
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		time.Sleep(time.Millisecond)
+		if _, err := s.Go(func(ctx context.Context) error { started.Store(true); return nil }); err != nil {
+			return err
+		}
+		for begin := time.Now(); !started.Load() && time.Since(begin) < 2*time.Second; {
+		}
+		return nil
+	})
+	if err := joinWithin(t, vt); err != nil {
+		t.Fatal(err)
+	}
+	if !started.Load() {
+		t.Fatal("a parked monitor did not pay the owed wake-up")
+	}
+}
