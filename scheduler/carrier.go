@@ -39,7 +39,8 @@ type carrier struct {
 	// owed is nonzero while the carrier owes a wake-up for a virtual
 	// thread it queued on its empty queue (pushOwn): the monitor's tick
 	// when it began. The carrier clears it when it next takes work from
-	// its queue; the monitor pays it (wakes an idle carrier) if it lasts
+	// its queues, or when a Join takes the last one queued back
+	// (unqueue); the monitor pays it (wakes an idle carrier) if it lasts
 	// a whole tick.
 	owed atomic.Uint64
 
@@ -213,6 +214,10 @@ func (c *carrier) unqueue(vt *VThread) bool {
 			c.queue[i+n] = nil
 			c.queue = c.queue[:i+n]
 			c.compact()
+			if len(c.queue) == c.head && c.owed.Load() != 0 {
+				// Nothing queued is left to wake a carrier for.
+				c.owed.Store(0)
+			}
 			return true
 		}
 	}
