@@ -260,3 +260,37 @@ func TestUncountedCont(t *testing.T) {
 		t.Fatal("NewUncountedCont accepted a nil scope")
 	}
 }
+
+// Innermost is the continuation whose body is running, of any scope: nil
+// outside any, the nested one inside a nested Run, the outer one again once
+// that Run has returned, on either side of a yield.
+func TestInnermost(t *testing.T) {
+	if c := weft.Innermost(); c != nil {
+		t.Fatalf("Innermost outside any continuation = %v, want nil", c)
+	}
+	a, b := scope.New("innermost-a"), scope.New("innermost-b")
+	var outer, inner *weft.Cont
+	var seen []*weft.Cont
+	outer = weft.NewCont(a, func() {
+		seen = append(seen, weft.Innermost())
+		inner = weft.NewCont(b, func() {
+			seen = append(seen, weft.Innermost())
+			weft.Yield(b)
+			seen = append(seen, weft.Innermost())
+		})
+		inner.Run(nil)
+		seen = append(seen, weft.Innermost())
+		weft.Yield(a)
+		inner.Run(nil)
+		seen = append(seen, weft.Innermost())
+	})
+	outer.Run(nil)
+	runtime.GC()
+	outer.Run(nil)
+	if want := []*weft.Cont{outer, inner, outer, inner, outer}; !slices.Equal(seen, want) {
+		t.Fatalf("Innermost at each step: %p, want %p", seen, want)
+	}
+	if c := weft.Innermost(); c != nil {
+		t.Fatalf("Innermost after the body ended = %v, want nil", c)
+	}
+}

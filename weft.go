@@ -301,6 +301,18 @@ func Current(s *scope.Scope) *Cont {
 	return nil
 }
 
+// Innermost returns the innermost continuation mounted on the calling
+// goroutine, of any scope, or nil if there is none: the one whose body is
+// running. An executor uses it to tell whether code runs directly in its
+// own continuation or inside another one that this body mounted.
+func Innermost() *Cont {
+	l := gls.Current()
+	if l == nil {
+		return nil
+	}
+	return contOf(l)
+}
+
 // parent returns the continuation whose body called the Run that mounted c,
 // or nil if a plain goroutine called it. Only meaningful while c is mounted.
 func (c *Cont) parent() *Cont {

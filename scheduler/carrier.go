@@ -137,7 +137,10 @@ func (c *carrier) run(vt *VThread) {
 	default: // actPark
 		vt.state.Store(vtParked)
 		if vt.permit.Load() && vt.state.CompareAndSwap(vtParked, vtQueued) {
-			c.push(vt)
+			// As any push by c: behind another queued virtual thread, it
+			// must wake a carrier, or that one, whose wake-up c owes,
+			// waits behind it unowed.
+			c.pushOwn(vt)
 		}
 	}
 }
@@ -245,11 +248,21 @@ const maxNested = 64
 //
 // vt runs on cur's goroutine, above cur's frames, as a continuation
 // nested in cur's: a runtime.Goexit in vt, which ends the goroutine,
-// ends cur too (both with ErrGoexit), and the carrier is replaced. In
-// deterministic mode every virtual thread runs from the run queue.
+// ends cur too (both with ErrGoexit), and the carrier is replaced. Join
+// calls it only when cur's continuation is the innermost one mounted
+// (currentTop): vt nested inside a continuation that cur's body mounted
+// could yield to that one's scope. It runs nothing nested in
+// deterministic mode, where every virtual thread runs from the run
+// queue, nor on the portable backend, where vt's continuation would be a
+// coroutine made by cur's goroutine and so bound to cur's thread locking.
+//
+// A panic that escapes vt's body (only Options.OnPanic can raise one:
+// the body recovers vt's own) unwinds into cur, as a Goexit does, and
+// becomes cur's panic, where at the top of a carrier it would crash the
+// program.
 func runNested(cur, vt *VThread) bool {
 	c := cur.carrier
-	if c == nil || c.s != vt.s || c.s.det != nil || c.nested >= maxNested ||
+	if c == nil || c.s != vt.s || !c.s.nest || c.nested >= maxNested ||
 		vt.state.Load() != vtQueued || !c.unqueue(vt) {
 		return false
 	}

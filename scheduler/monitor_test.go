@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,5 +108,50 @@ func TestMonitorParksAndWakes(t *testing.T) {
 	}
 	if !started.Load() {
 		t.Fatal("a parked monitor did not pay the owed wake-up")
+	}
+}
+
+// A virtual thread that parks while an Unpark races in is queued again by
+// its carrier, behind one whose wake-up the carrier owes; the carrier then
+// runs the re-queued one (the tail), which blocks it on a plain channel
+// that only the first closes. The re-queue must wake a carrier for the
+// first (it did not, and the carrier forgot what it owed: a deadlock).
+func TestOwedWakeSurvivesRequeue(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2})
+	rounds := 2000
+	if testing.Short() {
+		rounds = 300
+	}
+	for round := range rounds {
+		ch := make(chan struct{})
+		var ready atomic.Bool
+		var parker atomic.Pointer[VThread]
+		unparked := make(chan struct{})
+		go func() {
+			defer close(unparked)
+			for !ready.Load() {
+				runtime.Gosched()
+			}
+			for range round % 64 {
+			}
+			parker.Load().Unpark()
+		}()
+		p := goOrFatal(t, s, func(ctx context.Context) error {
+			parker.Store(Current())
+			if _, err := s.Go(func(ctx context.Context) error { close(ch); return nil }); err != nil {
+				return err
+			}
+			ready.Store(true)
+			Park()
+			<-ch // blocks the carrier until the other virtual thread runs
+			return nil
+		})
+		if !doneWithin(p, 5*time.Second) {
+			t.Fatalf("round %d: hung", round)
+		}
+		<-unparked
+		if err := p.Join(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

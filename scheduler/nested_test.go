@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/pinning"
+	"github.com/weftrt/weft/scope"
 )
 
 // nestedDepth returns how many joiners the calling virtual thread runs
@@ -40,6 +42,16 @@ func nestedDepth() int {
 		panic(fmt.Sprintf("%d runNested frames on the stack, and the carrier counts %d", onStack, n))
 	}
 	return n
+}
+
+// wantNested is how deep a child joined from its parent at the top level
+// runs nested: 1 where the scheduler nests (s.nest: the stack-copying
+// backend), 0 on the portable backend, whose Join always parks.
+func wantNested(s *Scheduler) int {
+	if s.nest {
+		return 1
+	}
+	return 0
 }
 
 // growStack uses about depth KiB of stack, so that the goroutine's stack is
@@ -80,8 +92,8 @@ func TestJoinRunsQueuedChildNested(t *testing.T) {
 			return errors.New("Join = " + errString(err) + ", want the child's error")
 		}
 		switch {
-		case depth != 1:
-			return errors.New("the child did not run inside its joiner's Join")
+		case depth != wantNested(s):
+			return fmt.Errorf("the child ran %d deep in its joiner's Join, want %d", depth, wantNested(s))
 		case self != child:
 			return errors.New("Current in the nested child is not the child")
 		case Current() != me:
@@ -166,8 +178,8 @@ func TestJoinNestedChildParks(t *testing.T) {
 	if err := joinWithin(t, parent); err != nil {
 		t.Fatal(err)
 	}
-	if d0, d1 := depths[0].Load(), depths[1].Load(); d0 != 1 || d1 != 0 {
-		t.Fatalf("the child ran %d deep before its park and %d after, want 1 and 0", d0, d1)
+	if d0, d1 := depths[0].Load(), depths[1].Load(); d0 != int32(wantNested(s)) || d1 != 0 {
+		t.Fatalf("the child ran %d deep before its park and %d after, want %d and 0", d0, d1, wantNested(s))
 	}
 }
 
@@ -178,6 +190,9 @@ func TestJoinNestedChildParks(t *testing.T) {
 // so the joiner survives the child's Goexit there.
 func TestJoinNestedGoexit(t *testing.T) {
 	s := newTest(t, Options{Carriers: 1})
+	if !s.nest {
+		t.Skip("the portable backend runs nothing nested: TestProofGoexit covers Goexit there")
+	}
 	var deferred, childDeferred, returned atomic.Bool
 	var child atomic.Pointer[VThread]
 	parent := goOrFatal(t, s, func(ctx context.Context) error {
@@ -280,8 +295,8 @@ func TestJoinNestedDepthBounded(t *testing.T) {
 	if err := joinWithin(t, root); err != nil {
 		t.Fatal(err)
 	}
-	if d := deepest.Load(); d != maxNested {
-		t.Fatalf("the chain ran %d deep, want maxNested (%d)", d, maxNested)
+	if d, want := deepest.Load(), int32(maxNested*wantNested(s)); d != want {
+		t.Fatalf("the chain ran %d deep, want %d", d, want)
 	}
 }
 
@@ -301,8 +316,8 @@ func TestJoinNestedInsideCriticalSection(t *testing.T) {
 		pinning.Do(func() {
 			var k *VThread
 			k, joinErr = s.Go(func(ctx context.Context) error {
-				if nestedDepth() != 1 {
-					return errors.New("not run nested")
+				if d := nestedDepth(); d != wantNested(s) {
+					return fmt.Errorf("ran %d deep, want %d", d, wantNested(s))
 				}
 				ch.Recv() // suspends the child, not pinned
 				return nil
@@ -445,8 +460,144 @@ func TestStressNestedJoin(t *testing.T) {
 	waitUntil(t, "Live() to drop to 0", func() bool { return s.Live() == 0 })
 	// Whether a given child runs nested is a race; that none did would
 	// mean the test no longer tests it.
-	if nested.Load() == 0 {
+	if nested.Load() == 0 && s.nest {
 		t.Fatal("no virtual thread ran nested in its joiner")
 	}
 	t.Logf("%d virtual threads started nested in their joiners", nested.Load())
+}
+
+// A virtual thread started and joined inside a continuation that its
+// parent's body mounted (here a continuation.Pull and a continuation.New)
+// is not run nested there: it cannot see that continuation, its yield to
+// it fails as from any other virtual thread (a panic, which Join returns),
+// and the parent's carrier is left as it was. Run nested, the child's
+// yield froze the carrier's own frames into the generator, leaving the
+// carrier running the child's record; a Goexit of the parent then ended
+// the child's instead and the parent never finished.
+func TestJoinInsideUserContinuation(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2})
+	us := scope.New("user")
+	parent := goOrFatal(t, s, func(ctx context.Context) error {
+		var seen bool
+		k := continuation.New(us, func() {
+			child, err := s.Go(func(ctx context.Context) error {
+				seen = continuation.Current(us) != nil
+				return nil
+			})
+			if err == nil {
+				child.Join()
+			}
+		})
+		k.Run()
+		if seen {
+			return errors.New("a joined child saw its joiner's user continuation")
+		}
+
+		var childErr error
+		next, stop := continuation.Pull(func(yield func(int) bool) {
+			child, err := s.Go(func(ctx context.Context) error {
+				yield(1)
+				return nil
+			})
+			if err == nil {
+				childErr = child.Join()
+			}
+		})
+		defer stop()
+		if v, ok := next(); ok {
+			return fmt.Errorf("the generator yielded %d from the child", v)
+		}
+		var pe *PanicError
+		if !errors.As(childErr, &pe) {
+			return errors.New("the child's yield to the generator: Join = " + errString(childErr) + ", want its panic")
+		}
+		me := Current()
+		if c := me.carrier; c.cur != me || c.nested != 0 {
+			return errors.New("the carrier's running thread or nesting count changed")
+		}
+		runtime.Goexit()
+		return nil
+	})
+	if err := joinWithin(t, parent); !errors.Is(err, ErrGoexit) {
+		t.Fatalf("Join = %v, want ErrGoexit", err)
+	}
+	waitUntil(t, "Live() to drop to 0", func() bool { return s.Live() == 0 })
+}
+
+// A child that parks while nested, with its permit already there, is queued
+// again by its carrier; its joiner then parks pinned in Join, with no
+// compensation carrier: the other carrier must be woken for the child.
+// (The carrier queued it with no wake-up, and the joiner hung.)
+func TestJoinNestedPermitRequeuePinned(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2, MaxCompensation: -1})
+	rounds := 1000
+	if testing.Short() {
+		rounds = 200
+	}
+	for round := range rounds {
+		var child atomic.Pointer[VThread]
+		stop := make(chan struct{})
+		unparked := make(chan struct{})
+		go func() { // Unparks the child until told to stop
+			defer close(unparked)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if vt := child.Load(); vt != nil {
+					vt.Unpark()
+				}
+				runtime.Gosched()
+			}
+		}()
+		joiner := goOrFatal(t, s, func(ctx context.Context) error {
+			k, err := s.Go(func(ctx context.Context) error {
+				child.Store(Current())
+				Park()
+				Park()
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			pinning.Do(func() { err = k.Join() })
+			return err
+		})
+		if !doneWithin(joiner, 5*time.Second) {
+			close(stop)
+			t.Fatalf("round %d: the joiner hung", round)
+		}
+		close(stop)
+		<-unparked
+		if err := joiner.Join(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
+// A joiner that holds runtime.LockOSThread joins a queued child that parks
+// and is resumed by whichever carrier: on the portable backend a child run
+// nested would be a coroutine bound to the joiner's thread locking, and
+// its resumption elsewhere a fatal error.
+func TestJoinFromLockedThread(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2})
+	for range 20 {
+		p := goOrFatal(t, s, func(ctx context.Context) error {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			child, err := s.Go(func(ctx context.Context) error {
+				Sleep(100 * time.Microsecond)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return child.Join()
+		})
+		if err := joinWithin(t, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -98,6 +98,9 @@ type Scheduler struct {
 	cancel   context.CancelFunc
 	lock     bool
 	carriers []*carrier
+	// nest: Join may run a queued virtual thread nested in its caller
+	// (runNested): not in deterministic mode, not on the portable backend.
+	nest bool
 
 	mu      sync.Mutex   // guards global, temp, closing transitions
 	global  []*VThread   // submitted from outside carriers, FIFO
@@ -164,6 +167,7 @@ func New(opts Options) (*Scheduler, error) {
 		s.cancel()
 		return nil, errors.New("scheduler: CPUs needs carriers locked to their OS threads (LockOSThread)")
 	}
+	s.nest = !opts.Deterministic && weft.ActiveBackend() == weft.StackCopying
 	if opts.Deterministic {
 		s.det = &detState{rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))}
 	}
@@ -444,24 +448,27 @@ func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 // function returned, a *PanicError if it panicked, or ErrGoexit. Called
 // from a virtual thread it parks; from a goroutine it blocks.
 //
-// Called from a virtual thread, Join may run vt itself when vt is still
-// queued on the caller's carrier, one of the last queued there (as a
-// fork/join pool runs a queued subtask in its join): vt then runs inside
-// the caller, on its carrier, until vt finishes or parks, which saves
-// parking the caller and resuming it. Nothing tells the two apart but
-// runtime.Goexit, which ends the goroutine: a Goexit in vt, if vt runs
-// inside the caller, ends the caller too (both end with ErrGoexit, and
-// the caller's deferred calls run). Wait never runs vt itself; use it
-// where a Goexit in vt must leave the caller running.
+// Called from a virtual thread on the stack-copying backend, Join may run
+// vt itself when vt is still queued on the caller's carrier, one of the
+// last queued there (as a fork/join pool runs a queued subtask in its
+// join), and the caller is not inside a continuation of its own making
+// (a continuation.Pull, say): vt then runs inside the caller, on its
+// carrier, until vt finishes or parks, which saves parking the caller and
+// resuming it. Stack traces taken in vt then show the caller's frames
+// under vt's; otherwise only runtime.Goexit tells the two apart: it ends
+// the goroutine, so a Goexit in vt, if vt runs inside the caller, ends
+// the caller too (both end with ErrGoexit, and the caller's deferred
+// calls run). Wait never runs vt itself; use it where a Goexit in vt
+// must leave the caller running.
 func (vt *VThread) Join() error {
 	if vt.finished() {
 		return vt.err
 	}
-	if cur := Current(); cur != nil {
+	if cur, top := currentTop(); cur != nil {
 		if cur == vt {
 			panic("scheduler: a virtual thread cannot Join itself")
 		}
-		if runNested(cur, vt) && vt.finished() {
+		if top && runNested(cur, vt) && vt.finished() {
 			return vt.err
 		}
 		vt.joinMu.Lock()
@@ -550,6 +557,22 @@ func Current() *VThread {
 	}
 	vt, _ := c.Owner().(*VThread)
 	return vt
+}
+
+// currentTop returns the calling virtual thread, or nil, and whether the
+// code calling it runs directly in that virtual thread's continuation:
+// not in a continuation that its body mounted (a continuation.Pull, say),
+// whose yields a virtual thread run nested there could reach.
+func currentTop() (*VThread, bool) {
+	c := weft.Innermost()
+	if c == nil {
+		return nil, false
+	}
+	if c.Scope() == vthreadScope {
+		vt, _ := c.Owner().(*VThread)
+		return vt, vt != nil
+	}
+	return Current(), false
 }
 
 // Park parks the calling virtual thread until Unpark is called for it,
