@@ -1037,9 +1037,9 @@ func TestProofGoAfterShutdown(t *testing.T) {
 }
 
 // TestProofNoGoroutineLeak: after Shutdown, every goroutine the scheduler
-// started is gone: carriers, the monitor, compensation carriers, carriers replaced
-// after a Goexit, and (on the portable backend) the goroutines of the
-// virtual threads.
+// started is gone: carriers, the monitor, compensation carriers, carriers
+// replaced after a Goexit, and (on the portable backend) the goroutines of
+// the virtual threads.
 func TestProofNoGoroutineLeak(t *testing.T) {
 	base := goroutines.Settled()
 	s, err := New(Options{Carriers: 2})
