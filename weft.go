@@ -286,10 +286,19 @@ func (c *Cont) Stats() Stats {
 // calling goroutine, or nil if there is none. A nil s panics with an error
 // wrapping ErrNotInScope.
 func Current(s *scope.Scope) *Cont {
+	l := gls.Current()
+	if l != nil && contOf(l).scope == s && s != nil {
+		return contOf(l) // the innermost: the usual case
+	}
+	return currentOuter(s, l)
+}
+
+// currentOuter is Current's search past the innermost continuation l
+// (nil if none is mounted).
+func currentOuter(s *scope.Scope, l *gls.Local) *Cont {
 	if s == nil {
 		panic(nilScope("Current"))
 	}
-	l := gls.Current()
 	if l == nil {
 		return nil
 	}

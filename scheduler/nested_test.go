@@ -601,3 +601,35 @@ func TestJoinFromLockedThread(t *testing.T) {
 		}
 	}
 }
+
+// Current finds the calling virtual thread from inside a continuation that
+// its body mounted (the innermost continuation is then not a virtual
+// thread's), and finds none from a plain goroutine running such a
+// continuation, or a virtual thread's body nested in two of them.
+func TestCurrentInsideUserContinuation(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	us := scope.New("user")
+	if got := Current(); got != nil {
+		t.Fatalf("Current() from the test goroutine = %v, want nil", got)
+	}
+	var plain *VThread
+	continuation.New(us, func() { plain = Current() }).Run()
+	if plain != nil {
+		t.Fatalf("Current() in a continuation run by a plain goroutine = %v, want nil", plain)
+	}
+	var outer, inner, self *VThread
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		self = Current()
+		continuation.New(us, func() {
+			outer = Current()
+			continuation.New(scope.New("inner"), func() { inner = Current() }).Run()
+		}).Run()
+		return nil
+	})
+	if err := joinWithin(t, vt); err != nil {
+		t.Fatal(err)
+	}
+	if self != vt || outer != vt || inner != vt {
+		t.Fatalf("Current() in the body, one and two continuations deep = %v, %v, %v; want %v each", self, outer, inner, vt)
+	}
+}

@@ -551,9 +551,17 @@ func (vt *VThread) Wait(ctx context.Context) error {
 // Current returns the virtual thread running on the calling goroutine, or
 // nil if it is not running one.
 func Current() *VThread {
-	c := weft.Current(vthreadScope)
+	// Innermost is inlined, weft.Current is not: the usual case, a
+	// virtual thread's own code, costs one call to find it.
+	c := weft.Innermost()
 	if c == nil {
 		return nil
+	}
+	if c.Scope() != vthreadScope {
+		// In a continuation that a virtual thread's body mounted.
+		if c = weft.Current(vthreadScope); c == nil {
+			return nil
+		}
 	}
 	vt, _ := c.Owner().(*VThread)
 	return vt

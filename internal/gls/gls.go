@@ -217,8 +217,26 @@ func Unbind(g uintptr) {
 	}
 }
 
-// Current returns the calling goroutine's record, or nil.
-func Current() *Local { return Of(arch.G()) }
+// Current returns the calling goroutine's record, or nil. It is lookup
+// and Of written out, with one call (to find the goroutine): the engine
+// and the scheduler ask it several times for each virtual thread they
+// start or switch, and the calls cost as much as the lookup.
+func Current() *Local {
+	g := arch.G()
+	t := tab.Load()
+	if t == nil {
+		return nil
+	}
+	for i := hash(g) & t.mask; ; i = (i + 1) & t.mask {
+		c := t.slots[i].Load()
+		if c == nil {
+			return nil
+		}
+		if c.g == g && c != tombstone {
+			return c.l.Load()
+		}
+	}
+}
 
 // Of returns the record of goroutine g (an arch.G value), or nil.
 func Of(g uintptr) *Local {
