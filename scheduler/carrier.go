@@ -48,6 +48,9 @@ type carrier struct {
 	// carrier, which Go reuses when called from a virtual thread running
 	// on it; only the carrier's goroutine touches them.
 	free []*weft.Cont
+	// picks counts next's calls, for its fairness rule; only the
+	// carrier's goroutine touches it.
+	picks uint32
 }
 
 // newCarrier returns carrier id of s, not yet started, bound to no CPU; a
@@ -169,6 +172,35 @@ func (c *carrier) pushOwn(vt *VThread) {
 		s.wakeOne()
 		return
 	}
+	c.owe()
+}
+
+// demote moves the newest virtual thread of c's queue to the global queue,
+// if it has another beneath, for next's fairness rule; called on c's
+// goroutine. It wakes nobody: c takes it back once its own queue is
+// empty, or at its next fair pick, and owes the wake-up meanwhile, so
+// that it does not wait behind a carrier that blocks.
+func (c *carrier) demote() {
+	c.mu.Lock()
+	if len(c.queue)-c.head < 2 {
+		c.mu.Unlock()
+		return
+	}
+	vt := c.queue[len(c.queue)-1]
+	c.queue[len(c.queue)-1] = nil
+	c.queue = c.queue[:len(c.queue)-1]
+	c.mu.Unlock()
+	s := c.s
+	s.mu.Lock()
+	s.global = append(s.global, vt)
+	s.mu.Unlock()
+	c.owe()
+}
+
+// owe records that c owes a wake-up, if it owed none, and kicks the
+// monitor if it is parked.
+func (c *carrier) owe() {
+	s := c.s
 	if c.owed.Load() == 0 {
 		c.owed.Store(s.tick.Load())
 		if s.monParked.Load() {
@@ -320,13 +352,37 @@ func (c *carrier) compact() {
 	}
 }
 
-// next finds a runnable virtual thread: its own queue, the global queue,
-// then the other carriers'.
+// fairPicks is how often next is fair: once in this many picks, as the Go
+// scheduler looks at its global queue.
+const fairPicks = 61
+
+// next finds a runnable virtual thread: its own queue, newest first, the
+// global queue, then the other carriers'.
+//
+// Once in fairPicks picks it is fair. A carrier whose own queue never
+// empties (two virtual threads that hand work to each other refill it at
+// every pick) would otherwise never reach the global queue, where virtual
+// threads that yielded, that a timer or the poller woke, or that were
+// started or unparked from a plain goroutine wait; nor the older ones
+// beneath the pair in its own queue. So it takes the oldest of the global
+// queue first; or, if there is none, it moves the newest of its own queue
+// (the pair's) to the global queue, as the Go scheduler moves a goroutine
+// that ran a whole time slice there, and goes on with the next newest.
+// Taking the oldest of its own queue instead would start a new branch of
+// a spawn tree far from the one running, and a tree walked that way
+// without nesting (the portable backend) keeps thousands of virtual
+// threads live instead of a few dozen.
 func (c *carrier) next() *VThread {
 	s := c.s
 	if d := s.det; d != nil {
 		d.fireContexts()
 		return d.pop()
+	}
+	if c.picks++; c.picks%fairPicks == 0 {
+		if vt := s.popGlobal(); vt != nil {
+			return vt
+		}
+		c.demote()
 	}
 	if vt := c.pop(); vt != nil {
 		return vt
@@ -387,6 +443,15 @@ func (c *carrier) hasWork() bool {
 		for _, t := range d.timers {
 			if !t.stopped {
 				n++ // a timer to advance to
+				break
+			}
+		}
+		// A context that ended after fireContexts looked: its
+		// AfterFunc's wakeOne found no idle carrier, so this look is
+		// all that keeps the carrier from sleeping through it.
+		for _, w := range d.watches {
+			if !w.done && w.ctx.Err() != nil {
+				n++
 				break
 			}
 		}

@@ -15,7 +15,8 @@
 // where.
 //
 // Panics in a virtual thread are recovered and returned by Join as a
-// *PanicError; they never reach a carrier. A deterministic mode (one
+// *PanicError; they never reach a carrier (unless Options.OnPanic panics
+// in turn). A deterministic mode (one
 // carrier, a seeded choice of the next virtual thread, a virtual clock)
 // makes interleavings reproducible for simulation tests.
 package scheduler

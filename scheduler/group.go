@@ -13,6 +13,9 @@ type Group struct {
 	s      *Scheduler
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// unwatch stops the watch that cancels ctx with the scheduler's
+	// context.
+	unwatch func() bool
 
 	mu       sync.Mutex
 	children []*VThread
@@ -20,10 +23,17 @@ type Group struct {
 }
 
 // NewGroup returns a group of virtual threads on s whose context derives
-// from ctx, and that context.
+// from ctx, and that context. The group's context is also cancelled with
+// the contexts of s's other virtual threads: by Close, by a Shutdown whose
+// context ends first, and when Options.Context ends. Wait releases what
+// ties the two together, so a group must be waited for.
 func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
 	gctx, cancel := context.WithCancelCause(ctx)
-	return &Group{s: s, ctx: gctx, cancel: cancel}, gctx
+	unwatch := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	if s.ctx.Err() != nil {
+		cancel(context.Cause(s.ctx)) // at once, not in AfterFunc's goroutine
+	}
+	return &Group{s: s, ctx: gctx, cancel: cancel, unwatch: unwatch}, gctx
 }
 
 // Go starts fn in a child virtual thread whose context is the group's. It
@@ -73,6 +83,7 @@ func (g *Group) Wait() error {
 			err := g.err
 			g.mu.Unlock()
 			g.cancel(context.Canceled)
+			g.unwatch()
 			return err
 		}
 		vt := g.children[i]

@@ -172,6 +172,17 @@ func detCancelTrace(t *testing.T, seed uint64) string {
 		trace = append(trace, fmt.Sprintf("%v ", s.Now().Sub(epoch))+fmt.Sprintf(f, a...))
 	}
 	main := goOrFatal(t, s, func(ctx context.Context) error {
+		// A virtual thread outside the group that ends after it: only
+		// the group's context ends a Wait for it.
+		hold := NewChan[int](0)
+		held, err := s.Go(func(ctx context.Context) error {
+			hold.Recv()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		defer hold.Close()
 		g, gctx := s.NewGroup(ctx)
 		ch := NewChan[int](0)
 		g.Go(func(ctx context.Context) error {
@@ -180,7 +191,7 @@ func detCancelTrace(t *testing.T, seed uint64) string {
 			return nil
 		})
 		g.Go(func(ctx context.Context) error {
-			err := Current().Wait(gctx) // its own end: only the context ends it
+			err := held.Wait(gctx)
 			logf("waiter woke: %v", err)
 			return nil
 		})

@@ -27,6 +27,13 @@ var (
 	ErrClosed = errors.New("scheduler: closed")
 	// ErrGoexit: the virtual thread called runtime.Goexit.
 	ErrGoexit = errors.New("scheduler: virtual thread called runtime.Goexit")
+	// ErrPinnedDeterministic: a virtual thread of a deterministic
+	// scheduler parked while pinned. Elsewhere that blocks its carrier
+	// until an Unpark; a deterministic scheduler has one carrier and no
+	// compensation, so nothing else would run, and the park panics with an
+	// error that wraps this one and the *pinning.Error that says why and
+	// where it was pinned.
+	ErrPinnedDeterministic = errors.New("scheduler: a virtual thread parked while pinned in deterministic mode, which would block its only carrier")
 )
 
 // PanicError is what Join returns for a virtual thread that panicked.
@@ -75,11 +82,17 @@ type Options struct {
 	// timers a virtual clock that jumps to the next timer when nothing is
 	// runnable. The same program with the same seed interleaves the same
 	// way, as long as only virtual threads of this scheduler wake each
-	// other (no plain goroutines, no I/O).
+	// other (no plain goroutines, no I/O). There is no compensation: a
+	// park while pinned, which would block the one carrier, panics with
+	// ErrPinnedDeterministic instead.
 	Deterministic bool
 	Seed          uint64
 	// OnPanic, if set, is called on the carrier with each virtual thread
-	// that panicked and the panic value, before Join returns it.
+	// that panicked and the panic value, before Join returns it. A panic
+	// raised by OnPanic itself is not recovered: it ends the program, as
+	// an unrecovered panic in a goroutine does (so re-panicking makes
+	// virtual threads' panics fatal). For a virtual thread that ran inside
+	// its joiner's Join, it unwinds into the joiner first.
 	OnPanic func(vt *VThread, v any)
 	// Context is the parent of every virtual thread's context; nil means
 	// context.Background().
@@ -524,12 +537,16 @@ func (vt *VThread) dropJoiner(w *waiter) {
 }
 
 // Wait is Join with a context: it returns ctx.Err() if ctx ends first.
-// Unlike Join, it never runs vt inside the caller.
+// Unlike Join, it never runs vt inside the caller. A virtual thread that
+// waits for itself panics, as Join does.
 func (vt *VThread) Wait(ctx context.Context) error {
 	if vt.finished() {
 		return vt.err
 	}
 	if cur := Current(); cur != nil {
+		if cur == vt {
+			panic("scheduler: a virtual thread cannot Wait for itself")
+		}
 		if w := vt.addJoiner(); w != nil {
 			stop := cur.s.watchContext(ctx, func() { w.wake() }) // the waiter's scheduler's
 			w.wait()
@@ -704,6 +721,12 @@ func parkPinned(perr *pinning.Error) {
 	vt := Current()
 	s := vt.s
 	s.countPin(perr)
+	if s.det != nil {
+		if vt.permit.CompareAndSwap(true, false) {
+			return // an Unpark came while it tried to park
+		}
+		panic(fmt.Errorf("%w: %w", ErrPinnedDeterministic, perr))
+	}
 	n := s.blocked.Add(1)
 	defer s.blocked.Add(-1)
 	if int(n) <= s.opts.MaxCompensation {
@@ -847,8 +870,12 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	select {
 	case <-s.allDone:
 	case <-ctx.Done():
-		s.cancel()
-		return ctx.Err()
+		select {
+		case <-s.allDone: // both were ready: it drained
+		default:
+			s.cancel()
+			return ctx.Err()
+		}
 	}
 	s.cancel()
 	s.wakeAll()

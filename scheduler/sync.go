@@ -440,6 +440,9 @@ func (wg *WaitGroup) Wait() {
 // calls Done when fn returns or panics. If s is closed it returns
 // ErrClosed and leaves the counter as it was.
 func (wg *WaitGroup) Go(s *Scheduler, fn func(ctx context.Context) error) (*VThread, error) {
+	if fn == nil {
+		panic("scheduler.WaitGroup.Go: nil function")
+	}
 	wg.Add(1)
 	vt, err := s.Go(func(ctx context.Context) error {
 		defer wg.Done()
