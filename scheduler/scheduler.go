@@ -27,13 +27,6 @@ var (
 	ErrClosed = errors.New("scheduler: closed")
 	// ErrGoexit: the virtual thread called runtime.Goexit.
 	ErrGoexit = errors.New("scheduler: virtual thread called runtime.Goexit")
-	// ErrPinnedDeterministic: a virtual thread of a deterministic
-	// scheduler parked while pinned. Elsewhere that blocks its carrier
-	// until an Unpark; a deterministic scheduler has one carrier and no
-	// compensation, so nothing else would run, and the park panics with an
-	// error that wraps this one and the *pinning.Error that says why and
-	// where it was pinned.
-	ErrPinnedDeterministic = errors.New("scheduler: a virtual thread parked while pinned in deterministic mode, which would block its only carrier")
 )
 
 // PanicError is what Join returns for a virtual thread that panicked.
@@ -82,9 +75,12 @@ type Options struct {
 	// timers a virtual clock that jumps to the next timer when nothing is
 	// runnable. The same program with the same seed interleaves the same
 	// way, as long as only virtual threads of this scheduler wake each
-	// other (no plain goroutines, no I/O). There is no compensation: a
-	// park while pinned, which would block the one carrier, panics with
-	// ErrPinnedDeterministic instead.
+	// other (no plain goroutines, no I/O). There is no compensation
+	// carrier: a virtual thread that parks while pinned (Pins counts it)
+	// blocks the only carrier until it is unparked from outside, which in
+	// a simulation is never, so a deterministic program must not block
+	// inside pinning.Do, a cgo callback or a reflect call, or with its
+	// thread locked.
 	Deterministic bool
 	Seed          uint64
 	// OnPanic, if set, is called on the carrier with each virtual thread
@@ -721,12 +717,6 @@ func parkPinned(perr *pinning.Error) {
 	vt := Current()
 	s := vt.s
 	s.countPin(perr)
-	if s.det != nil {
-		if vt.permit.CompareAndSwap(true, false) {
-			return // an Unpark came while it tried to park
-		}
-		panic(fmt.Errorf("%w: %w", ErrPinnedDeterministic, perr))
-	}
 	n := s.blocked.Add(1)
 	defer s.blocked.Add(-1)
 	if int(n) <= s.opts.MaxCompensation {
