@@ -177,24 +177,24 @@ func (c *carrier) pushOwn(vt *VThread) {
 
 // demote moves the newest virtual thread of c's queue to the global queue,
 // if it has another beneath, for next's fairness rule; called on c's
-// goroutine. It wakes nobody: c takes it back once its own queue is
-// empty, or at its next fair pick, and owes the wake-up meanwhile, so
-// that it does not wait behind a carrier that blocks.
+// goroutine. It wakes nobody, and need not: the thread was queued behind
+// another, which woke an idle carrier then if there was one, and a
+// carrier that goes idle later finds it in the global queue as it would
+// have in c's. It moves under both locks (c.mu, then s.mu; nothing takes
+// them the other way round), so that it is always in one queue or the
+// other, and sleep looks at the global queue after the carriers'.
 func (c *carrier) demote() {
-	c.mu.Lock()
-	if len(c.queue)-c.head < 2 {
-		c.mu.Unlock()
-		return
-	}
-	vt := c.queue[len(c.queue)-1]
-	c.queue[len(c.queue)-1] = nil
-	c.queue = c.queue[:len(c.queue)-1]
-	c.mu.Unlock()
 	s := c.s
-	s.mu.Lock()
-	s.global = append(s.global, vt)
-	s.mu.Unlock()
-	c.owe()
+	c.mu.Lock()
+	if len(c.queue)-c.head >= 2 {
+		vt := c.queue[len(c.queue)-1]
+		c.queue[len(c.queue)-1] = nil
+		c.queue = c.queue[:len(c.queue)-1]
+		s.mu.Lock()
+		s.global = append(s.global, vt)
+		s.mu.Unlock()
+	}
+	c.mu.Unlock()
 }
 
 // owe records that c owes a wake-up, if it owed none, and kicks the
@@ -408,15 +408,23 @@ func (c *carrier) next() *VThread {
 // wakeOne skips the scheduler's lock while no carrier is idle (nidle is
 // 0), so a carrier announces itself idle first and only then looks at the
 // queues once more: a push that the look misses comes after it under the
-// queue's lock, so its wakeOne sees nidle raised and wakes a carrier.
+// queue's lock, so its wakeOne sees nidle raised and wakes a carrier. It
+// looks at the global queue last: a carrier's demote moves a virtual
+// thread from its own queue there, waking nobody, so a look at the
+// global queue before the carriers' could miss it in both.
 func (c *carrier) sleep() {
 	s := c.s
+	if h := sleepHooks.beforeIdle.Load(); h != nil {
+		(*h)(c)
+	}
 	s.mu.Lock()
 	s.idle = append(s.idle, c)
 	s.nidle.Add(1)
-	global := len(s.global) > 0
 	s.mu.Unlock()
-	if global || (s.closing.Load() && s.live.Load() == 0) || c.hasWork() {
+	if h := sleepHooks.beforeLook.Load(); h != nil {
+		(*h)(c)
+	}
+	if (s.closing.Load() && s.live.Load() == 0) || c.hasWork() || s.hasGlobal() {
 		s.mu.Lock()
 		for i, o := range s.idle {
 			if o == c { // still idle: nobody is waking it
@@ -430,6 +438,13 @@ func (c *carrier) sleep() {
 		// A wakeOne took it off the list and sends to c.wake: take that.
 	}
 	<-c.wake
+}
+
+// sleepHooks are called, if set, by sleep before it registers the carrier
+// as idle and before it looks at the queues: tests hold a carrier there to
+// make an interleaving happen. Only tests set them.
+var sleepHooks struct {
+	beforeIdle, beforeLook atomic.Pointer[func(*carrier)]
 }
 
 func (c *carrier) hasWork() bool {
@@ -509,6 +524,12 @@ func (s *Scheduler) readyBack(vt *VThread) {
 	s.global = append(s.global, vt)
 	s.mu.Unlock()
 	s.wakeOne()
+}
+
+func (s *Scheduler) hasGlobal() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.global) > 0
 }
 
 func (s *Scheduler) popGlobal() *VThread {

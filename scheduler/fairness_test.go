@@ -122,3 +122,102 @@ func TestFairOwnQueue(t *testing.T) {
 		t.Errorf("the busy pair gave up after %v before the virtual thread queued beneath it ran", fairnessGiveUp)
 	}
 }
+
+// A virtual thread that a fair pick moves from its carrier's queue to the
+// global queue is seen by a carrier going to sleep meanwhile. The other
+// carrier is held where sleep has registered it idle and not yet looked;
+// the first carrier, its queue [X, B], moves B to the global queue and
+// runs X, which starts Z, which blocks that carrier until B runs. The
+// sleeping carrier looked at the global queue (empty) before the
+// carriers' queues (B gone) and slept, and nothing woke it: B ran only
+// when Z gave up. With X joining Z, Z runs nested in X. (A review found
+// this; the interleaving is forced with sleepHooks.)
+func TestFairDemoteSeenBySleeper(t *testing.T) {
+	for _, join := range []bool{false, true} {
+		if waited, stranded := demoteWhileSleeping(t, join); stranded {
+			t.Errorf("join=%v: the virtual thread moved to the global queue waited %v with a carrier asleep", join, waited)
+		}
+	}
+}
+
+func demoteWhileSleeping(t *testing.T, join bool) (waited time.Duration, stranded bool) {
+	s, err := New(Options{Carriers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		s.Close()
+		sleepHooks.beforeIdle.Store(nil)
+		sleepHooks.beforeLook.Store(nil)
+	}()
+	waitUntil(t, "both carriers to sleep", func() bool { return s.nidle.Load() == 2 })
+	var other atomic.Pointer[carrier]
+	var idleArmed, lookArmed atomic.Bool
+	atIdle, queued, inLook, zStarted := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	beforeIdle := func(c *carrier) {
+		if c == other.Load() && idleArmed.CompareAndSwap(true, false) {
+			close(atIdle)
+			<-queued
+			lookArmed.Store(true)
+		}
+	}
+	beforeLook := func(c *carrier) {
+		if c == other.Load() && lookArmed.CompareAndSwap(true, false) {
+			close(inLook)
+			<-zStarted // held here, as a preempted carrier would be
+		}
+	}
+	sleepHooks.beforeIdle.Store(&beforeIdle)
+	sleepHooks.beforeLook.Store(&beforeLook)
+	bRan, done := make(chan struct{}), make(chan struct{})
+	m := goOrFatal(t, s, func(ctx context.Context) error {
+		c1 := Current().carrier
+		for _, c := range s.carriers {
+			if c != c1 {
+				other.Store(c)
+			}
+		}
+		idleArmed.Store(true)
+		// Wakes the other carrier, which finds nothing and goes to sleep
+		// again, into the hooks.
+		go s.Go(func(ctx context.Context) error { return nil })
+		<-atIdle
+		// X, then B, on this carrier's queue; nobody is idle: no wake-up.
+		if _, err := s.Go(func(ctx context.Context) error { // X
+			z, err := s.Go(func(ctx context.Context) error { // Z
+				close(zStarted)
+				start := time.Now()
+				select { // blocks the carrier, as a system call would
+				case <-bRan:
+				case <-time.After(2 * time.Second):
+					stranded = true
+				}
+				waited = time.Since(start)
+				close(done)
+				return nil
+			})
+			if err == nil && join {
+				z.Join()
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if _, err := s.Go(func(ctx context.Context) error { close(bRan); return nil }); err != nil { // B
+			return err
+		}
+		c1.picks = fairPicks - 1 // the carrier's next pick is a fair one
+		close(queued)
+		<-inLook
+		return nil
+	})
+	if err := joinWithin(t, m); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(proofTimeout):
+		t.Fatal("Z never ran")
+	}
+	return waited, stranded
+}

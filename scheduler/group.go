@@ -24,9 +24,10 @@ type Group struct {
 
 // NewGroup returns a group of virtual threads on s whose context derives
 // from ctx, and that context. The group's context is also cancelled with
-// the contexts of s's other virtual threads: by Close, by a Shutdown whose
-// context ends first, and when Options.Context ends. Wait releases what
-// ties the two together, so a group must be waited for.
+// the contexts of s's other virtual threads: by Close, by Shutdown (when
+// its context ends first, or once it has drained), and when
+// Options.Context ends. Wait releases what ties the two together, so a
+// group must be waited for.
 func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
 	gctx, cancel := context.WithCancelCause(ctx)
 	unwatch := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
