@@ -172,7 +172,15 @@ func (c *carrier) pushOwn(vt *VThread) {
 		s.wakeOne()
 		return
 	}
-	c.owe()
+	if c.owed.Load() == 0 {
+		c.owed.Store(s.tick.Load())
+		if s.monParked.Load() {
+			select {
+			case s.monKick <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // demote moves the newest virtual thread of c's queue to the global queue,
@@ -195,21 +203,6 @@ func (c *carrier) demote() {
 		s.mu.Unlock()
 	}
 	c.mu.Unlock()
-}
-
-// owe records that c owes a wake-up, if it owed none, and kicks the
-// monitor if it is parked.
-func (c *carrier) owe() {
-	s := c.s
-	if c.owed.Load() == 0 {
-		c.owed.Store(s.tick.Load())
-		if s.monParked.Load() {
-			select {
-			case s.monKick <- struct{}{}:
-			default:
-			}
-		}
-	}
 }
 
 // payOwed wakes an idle carrier now if c owes one: c is about to block.

@@ -217,25 +217,15 @@ func Unbind(g uintptr) {
 	}
 }
 
-// Current returns the calling goroutine's record, or nil. It is lookup
-// and Of written out, with one call (to find the goroutine): the engine
-// and the scheduler ask it several times for each virtual thread they
-// start or switch, and the calls cost as much as the lookup.
+// Current returns the calling goroutine's record, or nil. It is Of with
+// lookup inlined, one call (to find the goroutine) in all: the engine and
+// the scheduler ask it several times for each virtual thread they start
+// or switch, and the calls cost as much as the lookup.
 func Current() *Local {
-	g := arch.G()
-	t := tab.Load()
-	if t == nil {
-		return nil
+	if c := lookup(arch.G()); c != nil {
+		return c.l.Load()
 	}
-	for i := hash(g) & t.mask; ; i = (i + 1) & t.mask {
-		c := t.slots[i].Load()
-		if c == nil {
-			return nil
-		}
-		if c.g == g && c != tombstone {
-			return c.l.Load()
-		}
-	}
+	return nil
 }
 
 // Of returns the record of goroutine g (an arch.G value), or nil.
