@@ -258,10 +258,10 @@ func (fd *netFD) read(p []byte) (int, error) {
 		err error
 	)
 	for {
-		if err = pd.check(&pd.r); err != nil {
-			break
-		}
 		if len(p) == 0 {
+			break // at once, as package net's, past a deadline too
+		}
+		if err = pd.check(&pd.r); err != nil {
 			break
 		}
 		seq := pd.r.seq.Load()
@@ -293,6 +293,10 @@ func (fd *netFD) read(p []byte) (int, error) {
 func (fd *netFD) write(p []byte) (int, error) {
 	pd := fd.pd
 	if err := pd.incref(); err != nil {
+		return 0, err
+	}
+	if err := pd.writeLock(); err != nil {
+		pd.decref()
 		return 0, err
 	}
 	var (
@@ -334,6 +338,7 @@ func (fd *netFD) write(p []byte) (int, error) {
 		err = os.NewSyscallError("write", werr)
 		break
 	}
+	pd.writeUnlock()
 	pd.decref()
 	runtime.KeepAlive(fd)
 	return nn, err

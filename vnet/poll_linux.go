@@ -298,9 +298,17 @@ type pollDesc struct {
 	closer atomic.Pointer[waiter] // Close's, waiting for the socket to close
 	errc   error                  // the error closing fd, for Close
 
-	mu sync.Mutex // guards the waiters and deadline timers
+	mu sync.Mutex // guards the waiters, deadline timers and write lock
 	r  dir
 	w  dir
+
+	// The write lock, which a write holds for all of its call, parks
+	// included, so that concurrent Writes do not interleave their bytes,
+	// as package net's does not: wlocked says it is held, wq are the
+	// writers waiting for it, woken by its release (the first) or by
+	// Close (all).
+	wlocked bool
+	wq      []*waiter
 }
 
 // dir is one direction of a pollDesc.
@@ -375,9 +383,52 @@ func (pd *pollDesc) shut() bool {
 	}
 	pd.mu.Lock()
 	ws := append(pd.r.take(), pd.w.take()...)
+	ws = append(ws, pd.wq...)
+	pd.wq = nil
 	pd.mu.Unlock()
 	wakeAll(ws)
 	return true
+}
+
+// writeLock takes pd's write lock, parking (or blocking) while another
+// write holds it; it fails once Close has begun. The caller holds a
+// reference. No defer: see waiter.
+func (pd *pollDesc) writeLock() error {
+	for {
+		pd.mu.Lock()
+		if pd.closing() {
+			pd.mu.Unlock()
+			return errClosed
+		}
+		if !pd.wlocked {
+			pd.wlocked = true
+			pd.mu.Unlock()
+			return nil
+		}
+		// Close sets closedBit before it takes the queue under mu, so
+		// a writer queued here is either woken by it or saw it above.
+		w := newWaiter()
+		pd.wq = append(pd.wq, w)
+		pd.mu.Unlock()
+		w.wait()
+	}
+}
+
+// writeUnlock releases pd's write lock and wakes the first writer waiting
+// for it, which takes it unless a newcomer has meanwhile.
+func (pd *pollDesc) writeUnlock() {
+	pd.mu.Lock()
+	pd.wlocked = false
+	var w *waiter
+	if len(pd.wq) > 0 {
+		w = pd.wq[0]
+		pd.wq[0] = nil
+		pd.wq = pd.wq[1:]
+	}
+	pd.mu.Unlock()
+	if w != nil {
+		w.wake()
+	}
 }
 
 // destroy unregisters and closes the socket.

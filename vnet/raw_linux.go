@@ -44,6 +44,13 @@ func (fd *netFD) rawOp(d *dir, f func(fd uintptr) bool) error {
 		return err
 	}
 	defer pd.decref() // if f panics too
+	if d == &pd.w {
+		// A raw write holds the write lock, as package net's does.
+		if err := pd.writeLock(); err != nil {
+			return err
+		}
+		defer pd.writeUnlock()
+	}
 	var err error
 	for {
 		if err = pd.check(d); err != nil {
@@ -130,6 +137,18 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 		return 0, false, nil, nil
 	}
 	spd, dpd := src.pd, dst.pd
+	// dst's write lock, for all of the splice, as package net takes it:
+	// a concurrent Write goes before or after the bytes spliced. Taking
+	// it needs a reference; the splice keeps none while it waits on src.
+	if dstErr = dpd.incref(); dstErr == nil {
+		dstErr = dpd.writeLock()
+		dpd.decref()
+	}
+	if dstErr != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return 0, true, nil, dstErr
+	}
 	handled = true
 	for remain != 0 {
 		chunk := maxSplice
@@ -204,6 +223,7 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 			remain -= int64(n)
 		}
 	}
+	dpd.writeUnlock()
 	if countParks {
 		stats.spliced.Add(uint64(written))
 	}

@@ -75,8 +75,11 @@ type Listener struct {
 
 // Conn is a TCP connection whose Read and Write park the calling virtual
 // thread (or block the calling goroutine) while the socket is not ready.
-// It implements net.Conn. Its methods may be called concurrently; Read and
-// Write may each be blocked in several callers at once.
+// It implements net.Conn. Its methods may be called concurrently. Reads
+// may be blocked in several callers at once; concurrent Writes (and
+// ReadFrom's splice, and a syscall.RawConn's Write) take turns, as on a
+// *net.TCPConn, so that the bytes of one are never interleaved with
+// another's.
 type Conn struct {
 	fd      *netFD
 	laddr   *net.TCPAddr
@@ -183,11 +186,13 @@ func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 		if err == nil {
 			return &Conn{fd: fd, laddr: laddr, raddr: raddr, network: network}, nil
 		}
+		if cerr := ctx.Err(); cerr != nil {
+			// ctx ended, as the doc promises to report, whatever the
+			// earlier addresses failed with.
+			return nil, &net.OpError{Op: "dial", Net: network, Addr: ra, Err: cerr}
+		}
 		if first == nil {
 			first = &net.OpError{Op: "dial", Net: network, Addr: ra, Err: err}
-		}
-		if ctx.Err() != nil {
-			break
 		}
 	}
 	return nil, first
@@ -195,7 +200,9 @@ func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 
 // Read reads up to len(p) bytes into p. It parks the calling virtual
 // thread until some data is available, the peer closes its side (io.EOF),
-// the read deadline passes, or the connection is closed.
+// the read deadline passes, or the connection is closed. A Read of zero
+// bytes returns 0 and nil at once (an error only on a closed connection),
+// as package net's does.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.fd.read(p)
 	if err != nil && err != io.EOF {
@@ -207,7 +214,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Write writes all of p, parking the calling virtual thread whenever the
 // socket's send buffer is full. It returns len(p) and nil, or the number of
 // bytes written before an error: the write deadline passed, the connection
-// was closed, or the socket failed.
+// was closed, or the socket failed. A Write that another is in progress
+// on waits for it to finish (or fail) first.
 func (c *Conn) Write(p []byte) (int, error) {
 	n, err := c.fd.write(p)
 	if err != nil {
