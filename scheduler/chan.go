@@ -51,10 +51,11 @@ var chanIDs atomic.Uint64
 // goroutine blocks. Use Select to wait on several channels.
 //
 // Waiting senders and receivers are served in FIFO order, so values sent
-// by one sender are received in the order sent. Unlike a Go channel, a
+// by one sender are received in the order sent. The zero Chan is an open
+// unbuffered channel; NewChan makes buffered ones. Unlike a Go channel, a
 // nil *Chan must not be used (but a Case of a nil *Chan is never ready).
 type Chan[T any] struct {
-	id     uint64
+	id     atomic.Uint64 // the select's lock order; 0 until chanID assigns it
 	mu     sync.Mutex
 	buf    []T // ring of Cap() slots
 	head   int // the oldest buffered value
@@ -120,7 +121,8 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 // fire claims the node's waiter; the payload must be in place. It
 // reports whether it won; if not, the node is stale. Once it has won, the
 // node is its waiter's again, which may reuse it at once (plainNode):
-// nothing reads or writes the node after the claim.
+// after the claim nothing writes the node, and the wake-up reads only the
+// waiter's virtual thread or channel, which never change.
 func (n *chanNode[T]) fire() bool {
 	index := n.index
 	if !n.w.wake() {
@@ -183,7 +185,7 @@ func NewChan[T any](capacity int) *Chan[T] {
 	if capacity < 0 {
 		panic("scheduler: NewChan with a negative capacity")
 	}
-	return &Chan[T]{id: chanIDs.Add(1), buf: make([]T, capacity)}
+	return &Chan[T]{buf: make([]T, capacity)}
 }
 
 // Cap returns the channel's buffer capacity.
@@ -444,9 +446,19 @@ type chanLocker interface {
 	unlock()
 }
 
-func (c *Chan[T]) chanID() uint64 { return c.id }
-func (c *Chan[T]) lock()          { c.mu.Lock() }
-func (c *Chan[T]) unlock()        { c.mu.Unlock() }
+// chanID returns c's id, numbering c on the first call: NewChan does not,
+// so that a zero Chan, which is an unbuffered channel too, gets one of its
+// own (two channels with one id would be locked once by a select).
+func (c *Chan[T]) chanID() uint64 {
+	if id := c.id.Load(); id != 0 {
+		return id
+	}
+	c.id.CompareAndSwap(0, chanIDs.Add(1))
+	return c.id.Load()
+}
+
+func (c *Chan[T]) lock()   { c.mu.Lock() }
+func (c *Chan[T]) unlock() { c.mu.Unlock() }
 
 // selectOp is one case of a select.
 type selectOp interface {

@@ -157,7 +157,7 @@ type vtimer struct {
 	d       *detState
 	stopped bool
 	fired   bool
-	index   int
+	index   int // in the heap; -1 once out of it
 }
 
 func (t *vtimer) Stop() bool {
@@ -167,6 +167,12 @@ func (t *vtimer) Stop() bool {
 		return false
 	}
 	t.stopped = true
+	// Out of the heap at once: a timeout that did not fire (most do not)
+	// would otherwise stay there, with what its function holds, until
+	// the virtual clock reached it.
+	if t.index >= 0 {
+		heap.Remove(&t.d.timers, t.index)
+	}
 	return true
 }
 
@@ -186,5 +192,6 @@ func (h *timerHeap) Pop() any {
 	t := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	t.index = -1
 	return t
 }

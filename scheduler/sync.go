@@ -87,8 +87,30 @@ func (l *waitList) popFront() *waiter {
 	return w
 }
 
+// remove takes w out of the list, and reports whether it was there. It
+// walks the list: for the rare paths only.
+func (l *waitList) remove(w *waiter) bool {
+	var prev *waiter
+	for x := l.head; x != nil; prev, x = x, x.next {
+		if x != w {
+			continue
+		}
+		if prev == nil {
+			l.head = x.next
+		} else {
+			prev.next = x.next
+		}
+		if l.tail == x {
+			l.tail = prev
+		}
+		x.next = nil
+		return true
+	}
+	return false
+}
+
 // takeAll empties the list and returns its waiters, still linked through
-// next; wakeAll wakes such a chain.
+// next; wakeChain wakes such a chain.
 func (l *waitList) takeAll() *waiter {
 	w := l.head
 	l.head, l.tail = nil, nil
@@ -138,8 +160,10 @@ const starvationThreshold = time.Millisecond
 // that are just arriving (they are running already, so this keeps the lock
 // busy instead of idle while the woken waiter is being scheduled). A woken
 // waiter that loses goes back to the front of the queue. Once a waiter has
-// waited longer than 1 ms (by the scheduler's clock for a virtual thread),
-// the mutex switches to handoff mode: Unlock hands the lock directly to the
+// waited longer than 1 ms (by the scheduler's clock for a virtual thread;
+// in deterministic mode, as soon as a woken waiter loses, since its clock
+// stands still while virtual threads run), the mutex switches to handoff
+// mode: Unlock hands the lock directly to the
 // first waiter, in FIFO order, and newcomers queue behind. It switches back
 // when the queue empties. So no waiter starves, and the common uncontended
 // case is one compare-and-swap.
@@ -175,7 +199,11 @@ func (m *Mutex) lockSlow() {
 			continue
 		}
 		ns := s | mutexWaiters
-		if w != nil && clockNow(w).Sub(start) >= starvationThreshold {
+		if w != nil && (clockNow(w).Sub(start) >= starvationThreshold || w.vt != nil && w.vt.s.det != nil) {
+			// It has waited long enough, or is a woken waiter that
+			// lost in deterministic mode, whose clock moves only when
+			// every virtual thread waits for a timer, and might never
+			// while the holder keeps relocking.
 			ns |= mutexStarving
 		}
 		// The compare-and-swap fails if the holder unlocked in the
@@ -479,9 +507,31 @@ func (c *Cond) Wait() {
 	c.mu.Lock()
 	c.q.pushBack(w)
 	c.mu.Unlock()
-	c.L.Unlock()
+	c.unlockL(w)
 	w.wait()
 	c.L.Lock()
+}
+
+// unlockL unlocks c.L for Wait, whose waiter w is queued. If that panics
+// (c.L was not locked), w leaves the queue as the panic goes on, so that
+// no Signal is spent on a Wait that never waited: one that already was
+// goes to the next waiter. (A function of its own, so that Wait's frame,
+// which a parked virtual thread keeps, has no defer.)
+func (c *Cond) unlockL(w *waiter) {
+	unlocked := false
+	defer func() {
+		if unlocked {
+			return
+		}
+		c.mu.Lock()
+		queued := c.q.remove(w)
+		c.mu.Unlock()
+		if !queued {
+			c.Signal()
+		}
+	}()
+	c.L.Unlock()
+	unlocked = true
 }
 
 // Signal wakes the longest waiting Wait, if there is one. The caller may

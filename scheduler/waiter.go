@@ -17,12 +17,8 @@ type waiter struct {
 	state atomic.Int32 // waiting, woken, timedOut
 	next  *waiter      // in a wait queue
 
-	// Payload for channel operations: the value handed over, and for a
-	// select, which case won.
-	val   any
-	ok    bool
-	sel   *selectWait
-	index int
+	ok    bool // Mutex: the lock was handed over (handoff mode)
+	index int  // Select: the case that won
 }
 
 const (
@@ -96,9 +92,10 @@ func (w *waiter) parkUntilWoken() bool {
 	return w.state.Load() == woken
 }
 
-// waitFor blocks until w is woken or d passes (by the scheduler's clock for
-// a virtual thread), and reports whether it was woken. d < 0 waits for
-// ever.
+// waitFor blocks until w's wait ends, by a wake or once d has passed (by
+// the scheduler's clock for a virtual thread), and reports whether it was
+// woken. d < 0 waits for ever, for an end that something else may bring
+// (a context): it reports true, and the caller reads w's state.
 func (w *waiter) waitFor(d time.Duration) bool {
 	if d < 0 {
 		w.wait()
@@ -122,10 +119,4 @@ func (w *waiter) waitFor(d time.Duration) bool {
 	}
 	t.Stop()
 	return w.state.Load() == woken
-}
-
-// selectWait ties together the waiters of one select: the first case to
-// fire wins it.
-type selectWait struct {
-	done atomic.Bool
 }
