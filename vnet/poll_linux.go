@@ -304,7 +304,7 @@ type pollDesc struct {
 
 	// The write lock, which a write holds for all of its call, parks
 	// included, so that concurrent Writes do not interleave their bytes,
-	// as package net's does not: wlocked says it is held, wq are the
+	// as on a *net.TCPConn: wlocked says it is held, wq are the
 	// writers waiting for it, woken by its release (the first) or by
 	// Close (all).
 	wlocked bool
