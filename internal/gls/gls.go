@@ -7,17 +7,27 @@
 // The portable backend binds a body goroutine when it starts and unbinds it
 // before it ends. The stack-copying backend binds the goroutine that calls
 // Run for as long as the continuation is mounted and then restores what was
-// there before; the goroutine keeps its place in the table, holding no
-// record, so that the next Run on it costs two atomic stores. The runtime
-// reuses the descriptors of goroutines that have ended, so the places kept
-// number at most the goroutines that ever ran continuations at once, and
-// they hold nothing a user must reset.
+// there before.
+//
+// Where it can (linux/amd64 builds of Go 1.25 and 1.26 without -race), a
+// goroutine's record is kept in a word of the goroutine's own runtime.g
+// that such builds leave unused (word_linux_amd64.go says which, and the
+// rules its writers keep): finding it is a load from the g, where the
+// engine and the scheduler ask for it several times on every switch.
+// Elsewhere, and if the word is not zero at start-up, records are kept in
+// a lock-free table keyed by goroutine. On the table, a goroutine the
+// stack-copying backend mounts continuations on keeps its place, holding
+// no record, so that the next Run on it costs two atomic stores; the
+// runtime reuses the descriptors of goroutines that have ended, so the
+// places kept number at most the goroutines that ever ran continuations
+// at once, and they hold nothing a user must reset.
 package gls
 
 import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/weftrt/weft/arch"
 )
@@ -168,9 +178,10 @@ func rebuild(t *table, n int) *table {
 	return nt
 }
 
-// Bind records l as the calling goroutine's record, replacing any, and
-// returns the goroutine's key for Restore, Unbind and Of.
-func Bind(l *Local) uintptr {
+// tableBind, tableRestore, tableUnbind, tableOf and tablePush are Bind,
+// Restore, Unbind, Of and Push on the table.
+
+func tableBind(l *Local) uintptr {
 	g := arch.G()
 	c := lookup(g)
 	if c == nil {
@@ -180,18 +191,13 @@ func Bind(l *Local) uintptr {
 	return g
 }
 
-// Restore sets goroutine g's record back to l, which may be nil, keeping
-// its place in the table: for an engine that binds and unbinds the same
-// goroutine over and over. g must be the calling goroutine.
-func Restore(g uintptr, l *Local) {
+func tableRestore(g uintptr, l *Local) {
 	if c := lookup(g); c != nil {
 		c.l.Store(l)
 	}
 }
 
-// Unbind removes goroutine g from the table: for a goroutine that is about
-// to end. g must be the calling goroutine.
-func Unbind(g uintptr) {
+func tableUnbind(g uintptr) {
 	mu.Lock()
 	defer mu.Unlock()
 	t := tab.Load()
@@ -217,41 +223,127 @@ func Unbind(g uintptr) {
 	}
 }
 
-// Current returns the calling goroutine's record, or nil. It is Of with
-// lookup inlined, one call (to find the goroutine) in all: the engine and
-// the scheduler ask it several times for each virtual thread they start
-// or switch, and the calls cost as much as the lookup.
-func Current() *Local {
-	if c := lookup(arch.G()); c != nil {
-		return c.l.Load()
-	}
-	return nil
-}
-
-// Of returns the record of goroutine g (an arch.G value), or nil.
-func Of(g uintptr) *Local {
+func tableOf(g uintptr) *Local {
 	if c := lookup(g); c != nil {
 		return c.l.Load()
 	}
 	return nil
 }
 
-// Slot is a goroutine's place in the table, for an engine that swaps the
-// goroutine's record in and out many times while it runs: Push and Pop
-// cost one lookup for the pair.
-type Slot struct{ c *cell }
-
-// Push makes l the calling goroutine's record and returns its slot and
-// the record it replaced, which Pop puts back.
-func Push(l *Local) (Slot, *Local) {
+func tablePush(l *Local) (Slot, *Local) {
 	g := arch.G()
 	c := lookup(g)
 	if c == nil {
 		c = insert(g)
 	}
-	return Slot{c}, c.l.Swap(l)
+	return Slot{c: c}, c.l.Swap(l)
+}
+
+// InWord reports whether records are kept in the goroutines' own words
+// rather than in the table.
+func InWord() bool { return wordOK }
+
+// loadWord reads the record in word w.
+func loadWord(w *uintptr) *Local { return *(**Local)(unsafe.Pointer(w)) }
+
+// storeWord sets the record in word w, which only its goroutine writes:
+// a plain store, unseen by the collector (see word).
+func storeWord(w *uintptr, l *Local) { *w = uintptr(unsafe.Pointer(l)) }
+
+// Bind records l as the calling goroutine's record, replacing any, and
+// returns the goroutine's key for Restore, Unbind and Of. The goroutine
+// must call Unbind or Restore(g, nil) before it ends, and must keep l's
+// owner reachable while it is bound.
+func Bind(l *Local) uintptr {
+	if wordOK {
+		storeWord(word(), l)
+		return arch.G()
+	}
+	return tableBind(l)
+}
+
+// Restore sets goroutine g's record back to l, which may be nil, keeping
+// its place in the table: for an engine that binds and unbinds the same
+// goroutine over and over. g must be the calling goroutine.
+func Restore(g uintptr, l *Local) {
+	if wordOK {
+		storeWord(word(), l)
+		return
+	}
+	tableRestore(g, l)
+}
+
+// Unbind removes goroutine g's record, and its place in the table: for a
+// goroutine that is about to end. g must be the calling goroutine.
+func Unbind(g uintptr) {
+	if wordOK {
+		storeWord(word(), nil)
+		return
+	}
+	tableUnbind(g)
+}
+
+// Current returns the calling goroutine's record, or nil. The engine and
+// the scheduler ask it several times for each virtual thread they start
+// or switch: with the record in the goroutine's word it is inlined, a
+// call to find the goroutine and a load.
+func Current() *Local {
+	if wordOK {
+		return loadWord(word())
+	}
+	return tableCurrent()
+}
+
+// tableCurrent is Current on the table, with lookup inlined: one call (to
+// find the goroutine) in all. It is not inlined itself, so that Current
+// is.
+//
+//go:noinline
+func tableCurrent() *Local {
+	if c := lookup(arch.G()); c != nil {
+		return c.l.Load()
+	}
+	return nil
+}
+
+// Of returns the record of goroutine g (an arch.G value), or nil. g must
+// be a live goroutine whose record does not change meanwhile: the portable
+// backend asks it of the goroutine that called Run, which waits for the
+// body goroutine until it switches back.
+func Of(g uintptr) *Local {
+	if wordOK {
+		return loadWord(wordOfG(g))
+	}
+	return tableOf(g)
+}
+
+// Slot is a goroutine's place, for an engine that swaps the goroutine's
+// record in and out many times while it runs: Push and Pop cost one
+// lookup for the pair.
+type Slot struct {
+	w *uintptr // the goroutine's word, if records are kept there
+	c *cell    // its cell in the table, otherwise
+}
+
+// Push makes l the calling goroutine's record and returns its slot and
+// the record it replaced, which Pop puts back. A goroutine that pushed
+// must pop before it ends, and keep l's owner reachable meanwhile.
+func Push(l *Local) (Slot, *Local) {
+	if wordOK {
+		w := word()
+		prev := loadWord(w)
+		storeWord(w, l)
+		return Slot{w: w}, prev
+	}
+	return tablePush(l)
 }
 
 // Pop puts back the record that Push replaced. It must be called on the
 // goroutine that called Push.
-func (s Slot) Pop(prev *Local) { s.c.l.Store(prev) }
+func (s Slot) Pop(prev *Local) {
+	if s.w != nil {
+		storeWord(s.w, prev)
+		return
+	}
+	s.c.l.Store(prev)
+}

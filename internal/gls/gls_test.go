@@ -1,8 +1,11 @@
 package gls
 
 import (
+	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/weftrt/weft/arch"
 )
 
 func TestBindIsPerGoroutine(t *testing.T) {
@@ -58,10 +61,33 @@ func TestCriticalSections(t *testing.T) {
 	}
 }
 
+// impl is one of the two ways records are kept, for the tests that run
+// on both: the public API (the goroutine's word where the build has one)
+// and the table.
+type impl struct {
+	name    string
+	bind    func(*Local) uintptr
+	restore func(uintptr, *Local)
+	unbind  func(uintptr)
+	current func() *Local
+	of      func(uintptr) *Local
+}
+
+var impls = []impl{
+	{"api", Bind, Restore, Unbind, Current, Of},
+	{"table", tableBind, tableRestore, tableUnbind, tableCurrent, tableOf},
+}
+
 // Many goroutines binding, restoring and unbinding at once, enough of them
 // to make the table grow and to leave tombstones behind: every goroutine
 // must always see its own record and nobody else's.
-func TestTableConcurrent(t *testing.T) {
+func TestConcurrent(t *testing.T) {
+	for _, m := range impls {
+		t.Run(m.name, func(t *testing.T) { testConcurrent(t, m) })
+	}
+}
+
+func testConcurrent(t *testing.T, m impl) {
 	const workers, rounds = 300, 200
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
@@ -69,34 +95,37 @@ func TestTableConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A goroutine must not end bound: the runtime would give its
+			// descriptor, word and all, to a later goroutine.
+			defer m.unbind(arch.G())
 			mine := &Local{}
 			other := &Local{}
 			for r := 0; r < rounds; r++ {
-				g := Bind(mine)
-				if Current() != mine || Of(g) != mine {
+				g := m.bind(mine)
+				if m.current() != mine || m.of(g) != mine {
 					errs <- "bound record not seen"
 					return
 				}
-				Bind(other)
-				Restore(g, mine)
-				if Current() != mine {
+				m.bind(other)
+				m.restore(g, mine)
+				if m.current() != mine {
 					errs <- "Restore did not put the record back"
 					return
 				}
-				Restore(g, nil)
-				if Current() != nil {
+				m.restore(g, nil)
+				if m.current() != nil {
 					errs <- "Restore(nil) left a record"
 					return
 				}
 				if r%3 == 0 {
-					Unbind(g)
-					if Current() != nil {
+					m.unbind(g)
+					if m.current() != nil {
 						errs <- "Unbind left a record"
 						return
 					}
 				}
 			}
-			Unbind(Bind(mine))
+			m.unbind(m.bind(mine))
 		}()
 	}
 	wg.Wait()
@@ -104,27 +133,40 @@ func TestTableConcurrent(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	if Current() != nil {
+	if m.current() != nil {
 		t.Fatal("the test goroutine has a record")
 	}
 }
 
-// A table with many goroutines bound at once grows, and finds each of them.
-func TestTableGrowth(t *testing.T) {
+// With many goroutines bound at once, each is found: the table grows.
+func TestManyBound(t *testing.T) {
+	for _, m := range impls {
+		t.Run(m.name, func(t *testing.T) { testGrowth(t, m) })
+	}
+}
+
+func testGrowth(t *testing.T, m impl) {
 	const n = 2000
 	ready, release := make(chan uintptr), make(chan struct{})
 	locals := make([]*Local, n)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
 	for i := range locals {
 		locals[i] = &Local{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := Bind(locals[i])
+			g := m.bind(locals[i])
+			defer m.unbind(g)
 			ready <- g
 			<-release
-			Unbind(g)
 		}()
 	}
 	owner := make(map[*Local]int, n)
@@ -139,7 +181,7 @@ func TestTableGrowth(t *testing.T) {
 		t.Fatalf("%d distinct goroutine keys for %d goroutines", len(gs), n)
 	}
 	for g := range gs {
-		l := Of(g)
+		l := m.of(g)
 		if l == nil {
 			t.Fatalf("goroutine %#x has no record", g)
 		}
@@ -157,4 +199,50 @@ func TestTableGrowth(t *testing.T) {
 		t.Fatalf("%d distinct records for %d goroutines", len(seen), n)
 	}
 	close(release)
+}
+
+// Push and Pop nest, and a goroutine that pushed and popped leaves no
+// record behind for the next goroutine the runtime gives its descriptor:
+// thousands of goroutines end, the runtime reuses their descriptors for
+// the next ones, and none of those may find a record, under collections
+// that would free a record left behind.
+func TestPushPopLeavesNothing(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		bad := make(chan string, 100)
+		for i := 0; i < 100; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if Current() != nil {
+					bad <- "a new goroutine has a record"
+					return
+				}
+				defer Unbind(arch.G()) // whatever the checks below find
+				outer, inner := &Local{}, &Local{}
+				s1, p1 := Push(outer)
+				s2, p2 := Push(inner)
+				if p1 != nil || p2 != outer || Current() != inner {
+					bad <- "Push did not return what it replaced"
+					return
+				}
+				s2.Pop(p2)
+				if Current() != outer {
+					bad <- "Pop did not put the outer record back"
+					return
+				}
+				if i%2 == 0 {
+					s1.Pop(p1)
+				} else {
+					Unbind(Bind(outer)) // the portable backend's pairing
+				}
+			}()
+		}
+		wg.Wait()
+		close(bad)
+		for e := range bad {
+			t.Fatal(e)
+		}
+		runtime.GC()
+	}
 }

@@ -1,0 +1,211 @@
+//go:build linux && amd64 && !race && go1.25 && !go1.27
+
+package gls
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"debug/dwarf"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/trace"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The word this build keeps records in must be runtime.g.racectx, an
+// 8-byte integer, as the runtime's own DWARF type information says. The
+// test binary has none (go test links without it), so the check builds a
+// small program with the toolchain that built the test, and reads its.
+func TestWordOffset(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skipf("reads DWARF from an ELF file: linux only, this is %s", runtime.GOOS)
+	}
+	// The go command of the toolchain that built this test: in GOROOT,
+	// which go test sets; else (a -trimpath build run by hand) on PATH,
+	// which must then be the same release.
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gocmd); runtime.GOROOT() == "" || err != nil {
+		if gocmd, err = exec.LookPath("go"); err != nil {
+			t.Skipf("needs the go command of %s, to build a program with DWARF: %v", runtime.Version(), err)
+		}
+	}
+	dir := t.TempDir()
+	src, exe := filepath.Join(dir, "main.go"), filepath.Join(dir, "prog")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(gocmd, "build", "-ldflags=", "-o", exe, src)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=", "GO111MODULE=off", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bi, err := buildinfo.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bi.GoVersion != runtime.Version() {
+		t.Skipf("needs the go command of %s; %s builds with %s", runtime.Version(), gocmd, bi.GoVersion)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := f.DWARF()
+	if err != nil {
+		t.Fatalf("the program has no DWARF: %v", err)
+	}
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e == nil {
+			t.Fatal("no runtime.g in the program's DWARF")
+		}
+		if e.Tag != dwarf.TagStructType || e.Val(dwarf.AttrName) != "runtime.g" {
+			continue
+		}
+		typ, err := d.Type(e.Offset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fl := range typ.(*dwarf.StructType).Field {
+			if fl.Name != "racectx" {
+				continue
+			}
+			if fl.ByteOffset != wordOffset || fl.Type.Size() != 8 {
+				t.Fatalf("runtime.g.racectx is %d bytes at offset %d; gls uses 8 bytes at %d", fl.Type.Size(), fl.ByteOffset, wordOffset)
+			}
+			return
+		}
+		t.Fatal("runtime.g has no racectx field")
+	}
+}
+
+// This build must keep records in the word: a silent fall back to the
+// table would go unnoticed but for the time it costs.
+func TestWordInUse(t *testing.T) {
+	if !InWord() {
+		t.Fatal("records are kept in the table, not in the goroutines' words: the word was not zero at start-up")
+	}
+	l := &Local{}
+	g := Bind(l)
+	defer Unbind(g)
+	if *word() != uintptr(unsafe.Pointer(l)) || tableOf(g) != nil {
+		t.Fatal("Bind did not store the record in the goroutine's word alone")
+	}
+}
+
+// The runtime leaves the word zero on goroutines that never bound a
+// record, the ones it reuses the descriptors of included.
+func TestWordZeroOnFreshGoroutines(t *testing.T) {
+	var wg sync.WaitGroup
+	nonzero := make(chan uintptr, 1000)
+	for i := 0; i < 1000; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if w := *word(); w != 0 {
+				nonzero <- w
+			}
+		}()
+	}
+	wg.Wait()
+	close(nonzero)
+	for w := range nonzero {
+		t.Fatalf("a fresh goroutine's word holds %#x", w)
+	}
+}
+
+// The runtime leaves a record in the word through what a goroutine goes
+// through: preemption, collections, its stack growing and shrinking,
+// blocking on channels and timers, cleanups, finalizers, execution
+// tracing. A runtime release that started using the word would break it.
+func TestWordUntouched(t *testing.T) {
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan string, workers)
+	stop := make(chan struct{})
+	ticks := time.NewTicker(50 * time.Microsecond)
+	defer ticks.Stop()
+	var traceBuf bytes.Buffer
+	if err := trace.Start(&traceBuf); err == nil {
+		defer trace.Stop()
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := &Local{}
+			g := Bind(l)
+			defer Unbind(g)
+			check := func(what string) bool {
+				if *word() != uintptr(unsafe.Pointer(l)) {
+					errs <- "the word changed across " + what
+					return false
+				}
+				return true
+			}
+			for i := 0; i < 200; i++ {
+				spin := 0
+				for j := 0; j < 20000; j++ { // long enough to be preempted
+					spin += j ^ i
+				}
+				_ = spin
+				if !check("a busy loop") {
+					return
+				}
+				deep(64 + i%64) // grows the stack
+				if !check("stack growth") {
+					return
+				}
+				if i%20 == 0 {
+					runtime.GC() // may shrink the stack
+					if !check("a collection") {
+						return
+					}
+				}
+				x := new([64]byte)
+				runtime.AddCleanup(x, func(int) {}, 0)
+				runtime.SetFinalizer(new([32]byte), func(*[32]byte) {})
+				select {
+				case <-ticks.C:
+				case <-time.After(10 * time.Microsecond):
+				case <-stop:
+				}
+				if !check("blocking on a timer") {
+					return
+				}
+				runtime.Gosched()
+				if !check("a yield to the scheduler") {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+//go:noinline
+func deep(n int) int {
+	var pad [16]uintptr
+	pad[n%16] = uintptr(n)
+	if n == 0 {
+		return int(pad[0])
+	}
+	return deep(n-1) + int(pad[n%16])
+}
