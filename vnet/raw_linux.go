@@ -249,6 +249,9 @@ func (c *Conn) readFrom(r io.Reader) (n int64, handled bool, err error) {
 	if !ok {
 		return 0, false, nil
 	}
+	if !src.ok() {
+		return 0, true, unix.EINVAL // as src.Read would: syscall.EINVAL
+	}
 	n, handled, srcErr, dstErr := splice(c.fd, src.fd, remain)
 	if limited {
 		lr.N -= n

@@ -26,6 +26,9 @@ var (
 // (write) deadline and Close as Read and Write do. The descriptor must not
 // be closed, or kept past the function's return.
 func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	if !c.ok() {
+		return nil, syscall.EINVAL
+	}
 	return &rawConn{fd: c.fd, opError: c.opError}, nil
 }
 
@@ -33,6 +36,9 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 // Conn.SyscallConn does; its Read waits for readability, which for a
 // listening socket is a pending connection.
 func (l *Listener) SyscallConn() (syscall.RawConn, error) {
+	if !l.ok() {
+		return nil, syscall.EINVAL
+	}
 	return &rawConn{fd: l.fd, opError: func(op string, err error) error {
 		return &net.OpError{Op: op, Net: l.network, Addr: l.addr, Err: err}
 	}}, nil
@@ -68,12 +74,18 @@ func (r *rawConn) Write(f func(fd uintptr) (done bool)) error {
 // SetNoDelay controls Nagle's algorithm (TCP_NODELAY). Connections start
 // with no delay, as in package net: a write is sent at once.
 func (c *Conn) SetNoDelay(noDelay bool) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	return c.setOpt(c.fd.setNoDelay(noDelay))
 }
 
 // SetKeepAlive turns TCP keep-alive probes on or off (SO_KEEPALIVE).
 // Unlike package net's, vnet's connections start without them.
 func (c *Conn) SetKeepAlive(keepalive bool) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	return c.setOpt(c.fd.setKeepAlive(keepalive))
 }
 
@@ -82,6 +94,9 @@ func (c *Conn) SetKeepAlive(keepalive bool) error {
 // as net.TCPConn.SetKeepAlivePeriod does: zero means 15 seconds, and a
 // negative d leaves the setting as it is.
 func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	switch {
 	case d == 0:
 		d = defaultKeepAliveIdle
@@ -99,16 +114,25 @@ const defaultKeepAliveIdle = 15 * time.Second
 // background; sec == 0 discards it and resets the connection; sec > 0
 // sends it in the background for up to sec seconds, then resets.
 func (c *Conn) SetLinger(sec int) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	return c.setOpt(c.fd.setLinger(sec))
 }
 
 // SetReadBuffer sets the size of the socket's receive buffer (SO_RCVBUF).
 func (c *Conn) SetReadBuffer(bytes int) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	return c.setOpt(c.fd.setReadBuffer(bytes))
 }
 
 // SetWriteBuffer sets the size of the socket's send buffer (SO_SNDBUF).
 func (c *Conn) SetWriteBuffer(bytes int) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	return c.setOpt(c.fd.setWriteBuffer(bytes))
 }
 
@@ -128,6 +152,9 @@ func (c *Conn) setOpt(err error) error {
 // either socket is not ready. An error names the connection that failed:
 // a read error is r's, a write error c's.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if !c.ok() {
+		return 0, syscall.EINVAL
+	}
 	if n, handled, err := c.readFrom(r); handled {
 		return n, err
 	}
@@ -147,6 +174,9 @@ func (c *Conn) copyFrom(r io.Reader) (int64, error) {
 // (the end of the stream is not an error) or an error, and returns how
 // many bytes it read. To another *Conn it splices, as ReadFrom does.
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	if !c.ok() {
+		return 0, syscall.EINVAL
+	}
 	if dst, ok := w.(*Conn); ok {
 		return dst.ReadFrom(c)
 	}

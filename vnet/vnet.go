@@ -59,14 +59,18 @@ package vnet
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"time"
 )
 
 // Listener is a TCP listener whose Accept parks the calling virtual thread
 // (or blocks the calling goroutine) until a connection arrives. It
-// implements net.Listener. Its methods may be called concurrently.
+// implements net.Listener. Its methods may be called concurrently. Listen
+// makes one: the methods of a nil or zero Listener return
+// syscall.EINVAL (Addr returns nil), as a *net.TCPListener's do.
 type Listener struct {
 	fd      *netFD
 	addr    *net.TCPAddr
@@ -79,7 +83,8 @@ type Listener struct {
 // may be blocked in several callers at once; concurrent Writes (and
 // ReadFrom's splice, and a syscall.RawConn's Write) take turns, as on a
 // *net.TCPConn, so that the bytes of one are never interleaved with
-// another's.
+// another's. Dial and Accept make them: the methods of a nil or zero Conn
+// return syscall.EINVAL (the address methods nil), as a *net.TCPConn's do.
 type Conn struct {
 	fd      *netFD
 	laddr   *net.TCPAddr
@@ -91,6 +96,12 @@ var (
 	_ net.Listener = (*Listener)(nil)
 	_ net.Conn     = (*Conn)(nil)
 )
+
+// ok reports whether c is a connection Dial or Accept made.
+func (c *Conn) ok() bool { return c != nil && c.fd != nil }
+
+// ok reports whether l is a listener Listen made.
+func (l *Listener) ok() bool { return l != nil && l.fd != nil }
 
 // Listen announces on the local network address addr. The network must be
 // "tcp", "tcp4" or "tcp6". An empty host listens on all local addresses
@@ -124,6 +135,9 @@ func ListenContext(ctx context.Context, network, addr string) (*Listener, error)
 // Accept waits for and returns the next connection to the listener, as a
 // *Conn. After Close it returns an error wrapping net.ErrClosed.
 func (l *Listener) Accept() (net.Conn, error) {
+	if !l.ok() {
+		return nil, syscall.EINVAL
+	}
 	c, err := l.AcceptTCP()
 	if err != nil {
 		return nil, err // not a typed nil in the interface
@@ -133,6 +147,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // AcceptTCP is Accept returning the *Conn type.
 func (l *Listener) AcceptTCP() (*Conn, error) {
+	if !l.ok() {
+		return nil, syscall.EINVAL
+	}
 	fd, laddr, raddr, err := l.fd.accept()
 	if err != nil {
 		return nil, &net.OpError{Op: "accept", Net: l.network, Addr: l.addr, Err: err}
@@ -143,6 +160,9 @@ func (l *Listener) AcceptTCP() (*Conn, error) {
 // Close stops listening and wakes every Accept blocked on the listener,
 // which returns net.ErrClosed. Connections already accepted stay open.
 func (l *Listener) Close() error {
+	if !l.ok() {
+		return syscall.EINVAL
+	}
 	if err := l.fd.close(); err != nil {
 		return &net.OpError{Op: "close", Net: l.network, Addr: l.addr, Err: err}
 	}
@@ -150,11 +170,19 @@ func (l *Listener) Close() error {
 }
 
 // Addr returns the listener's network address, a *net.TCPAddr.
-func (l *Listener) Addr() net.Addr { return l.addr }
+func (l *Listener) Addr() net.Addr {
+	if !l.ok() || l.addr == nil {
+		return nil
+	}
+	return l.addr
+}
 
 // SetDeadline sets the deadline of Accept, with the semantics of
 // net.Conn's SetReadDeadline. The zero time means no deadline.
 func (l *Listener) SetDeadline(t time.Time) error {
+	if !l.ok() {
+		return syscall.EINVAL
+	}
 	if err := l.fd.setDeadline(t, true, false); err != nil {
 		return &net.OpError{Op: "set", Net: l.network, Addr: l.addr, Err: err}
 	}
@@ -182,7 +210,7 @@ func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 	}
 	var first error
 	for _, ra := range raddrs {
-		fd, laddr, raddr, err := sysDial(ctx, network, ra)
+		fd, laddr, raddr, err := dialTCP(ctx, network, ra)
 		if err == nil {
 			return &Conn{fd: fd, laddr: laddr, raddr: raddr, network: network}, nil
 		}
@@ -198,12 +226,48 @@ func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 	return nil, first
 }
 
+// dialTCP is sysDial with package net's retries (net/tcpsock_posix.go):
+// a kernel that picks, as the source port, the very port it dials
+// connects the socket to itself when nothing listens there (TCP's
+// simultaneous open), and one that picks a source address already in use
+// fails with EADDRNOTAVAIL. Either is dialled again, twice at most, after
+// which the result stands.
+func dialTCP(ctx context.Context, network string, ra *net.TCPAddr) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+	fd, laddr, raddr, err := sysDialFunc(ctx, network, ra)
+	for i := 0; i < 2 && (selfConnect(laddr, raddr, err) || errors.Is(err, syscall.EADDRNOTAVAIL)); i++ {
+		if err == nil {
+			fd.close()
+		}
+		fd, laddr, raddr, err = sysDialFunc(ctx, network, ra)
+	}
+	return fd, laddr, raddr, err
+}
+
+// sysDialFunc is sysDial, which tests replace.
+var sysDialFunc = sysDial
+
+// selfConnect reports whether a dial that succeeded connected the socket
+// to itself. A local address that could not be read is taken for one too,
+// as package net does: a dial that went so wrong is better tried again.
+func selfConnect(laddr, raddr *net.TCPAddr, err error) bool {
+	if err != nil {
+		return false
+	}
+	if laddr == nil || raddr == nil {
+		return true
+	}
+	return laddr.Port == raddr.Port && laddr.IP.Equal(raddr.IP)
+}
+
 // Read reads up to len(p) bytes into p. It parks the calling virtual
 // thread until some data is available, the peer closes its side (io.EOF),
 // the read deadline passes, or the connection is closed. A Read of zero
 // bytes returns 0 and nil at once (an error only on a closed connection),
 // as package net's does.
 func (c *Conn) Read(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, syscall.EINVAL
+	}
 	n, err := c.fd.read(p)
 	if err != nil && err != io.EOF {
 		err = c.opError("read", err)
@@ -217,6 +281,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 // was closed, or the socket failed. A Write that another is in progress
 // on waits for it to finish (or fail) first.
 func (c *Conn) Write(p []byte) (int, error) {
+	if !c.ok() {
+		return 0, syscall.EINVAL
+	}
 	n, err := c.fd.write(p)
 	if err != nil {
 		err = c.opError("write", err)
@@ -229,6 +296,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 // Close returns once they have and the socket is closed. Closing it again
 // returns an error wrapping net.ErrClosed.
 func (c *Conn) Close() error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	if err := c.fd.close(); err != nil {
 		return c.opError("close", err)
 	}
@@ -238,6 +308,9 @@ func (c *Conn) Close() error {
 // CloseRead shuts down the reading side of the connection (shutdown(2)
 // with SHUT_RD).
 func (c *Conn) CloseRead() error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	if err := c.fd.shutdown(shutRead); err != nil {
 		return c.opError("close", err)
 	}
@@ -249,6 +322,9 @@ func (c *Conn) CloseRead() error {
 // before, and can still send. An echo server that copies until io.EOF and
 // then calls CloseWrite passes the end of the stream on.
 func (c *Conn) CloseWrite() error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	if err := c.fd.shutdown(shutWrite); err != nil {
 		return c.opError("close", err)
 	}
@@ -256,14 +332,27 @@ func (c *Conn) CloseWrite() error {
 }
 
 // LocalAddr returns the local network address, a *net.TCPAddr.
-func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+func (c *Conn) LocalAddr() net.Addr {
+	if !c.ok() || c.laddr == nil {
+		return nil // not a nil *net.TCPAddr in the interface
+	}
+	return c.laddr
+}
 
 // RemoteAddr returns the remote network address, a *net.TCPAddr.
-func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+func (c *Conn) RemoteAddr() net.Addr {
+	if !c.ok() || c.raddr == nil {
+		return nil
+	}
+	return c.raddr
+}
 
 // SetDeadline sets the read and write deadlines, as SetReadDeadline and
 // SetWriteDeadline do.
 func (c *Conn) SetDeadline(t time.Time) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	if err := c.fd.setDeadline(t, true, true); err != nil {
 		return c.opError("set", err)
 	}
@@ -276,6 +365,9 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // until the deadline is moved to the future. The zero time means no
 // deadline.
 func (c *Conn) SetReadDeadline(t time.Time) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	if err := c.fd.setDeadline(t, true, false); err != nil {
 		return c.opError("set", err)
 	}
@@ -286,6 +378,9 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 // included, as SetReadDeadline does for Read. A Write that times out may
 // have written part of its buffer, and says how much.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if !c.ok() {
+		return syscall.EINVAL
+	}
 	if err := c.fd.setDeadline(t, false, true); err != nil {
 		return c.opError("set", err)
 	}

@@ -1,0 +1,155 @@
+//go:build linux
+
+package vnet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeDials replaces sysDialFunc for the test with one that dials for
+// real and then lets bend rewrite the result of call i (from 0).
+func fakeDials(t *testing.T, bend func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error)) *int {
+	calls := new(int)
+	real := sysDialFunc
+	sysDialFunc = func(ctx context.Context, network string, ra *net.TCPAddr) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+		fd, laddr, raddr, err := real(ctx, network, ra)
+		i := *calls
+		*calls++
+		return bend(i, fd, laddr, raddr, err)
+	}
+	t.Cleanup(func() { sysDialFunc = real })
+	return calls
+}
+
+// A dial that connects the socket to itself is closed and dialled again,
+// as package net does: the connection Dial returns is the second one, and
+// the first is closed (its peer reads the end of the stream).
+func TestDialRetriesSelfConnect(t *testing.T) {
+	ln, err := Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	calls := fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+		if i == 0 && err == nil {
+			self := *raddr
+			return fd, &self, raddr, nil // as if connected to itself
+		}
+		return fd, laddr, raddr, err
+	})
+	c, err := Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if *calls != 2 {
+		t.Fatalf("%d dials, want 2", *calls)
+	}
+	first, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := first.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("the self-connected dial's peer read %d, %v; want 0, io.EOF: it was not closed", n, err)
+	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := second.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("the connection Dial returned is not the second: its peer read %d, %v", n, err)
+	}
+}
+
+// Three self-connected dials in a row: the third stands, as in package net.
+func TestDialSelfConnectRelents(t *testing.T) {
+	ln, err := Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	calls := fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+		if err != nil {
+			return fd, laddr, raddr, err
+		}
+		self := *raddr
+		return fd, &self, raddr, nil
+	})
+	c, err := Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if *calls != 3 {
+		t.Fatalf("%d dials, want 3", *calls)
+	}
+}
+
+// EADDRNOTAVAIL is dialled again too; after three the error stands.
+func TestDialRetriesAddrNotAvail(t *testing.T) {
+	ln, err := Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	notAvail := &os.SyscallError{Syscall: "connect", Err: syscall.EADDRNOTAVAIL}
+	failFirst := 1
+	calls := fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+		if i < failFirst && err == nil {
+			fd.close()
+			return nil, nil, nil, notAvail
+		}
+		return fd, laddr, raddr, err
+	})
+	c, err := Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("a dial that failed once with EADDRNOTAVAIL was not tried again: %v", err)
+	}
+	c.Close()
+	if *calls != 2 {
+		t.Fatalf("%d dials, want 2", *calls)
+	}
+	*calls, failFirst = 0, 10
+	if _, err := Dial("tcp", ln.Addr().String()); !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		t.Fatalf("Dial = %v, want EADDRNOTAVAIL after three tries", err)
+	}
+	if *calls != 3 {
+		t.Fatalf("%d dials, want 3", *calls)
+	}
+}
+
+func TestSelfConnect(t *testing.T) {
+	a := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
+	b := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5001}
+	a6 := &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 5000}
+	for _, tc := range []struct {
+		laddr, raddr *net.TCPAddr
+		err          error
+		want         bool
+	}{
+		{a, a, nil, true},
+		{a, a6, nil, true}, // the same address, in its IPv4-mapped form
+		{a, b, nil, false},
+		{a, a, syscall.ECONNREFUSED, false},
+		{nil, a, nil, true},
+		{a, nil, nil, true},
+	} {
+		if got := selfConnect(tc.laddr, tc.raddr, tc.err); got != tc.want {
+			t.Errorf("selfConnect(%v, %v, %v) = %v, want %v", tc.laddr, tc.raddr, tc.err, got, tc.want)
+		}
+	}
+}
