@@ -235,20 +235,24 @@ func (c *carrier) push(vt *VThread) {
 // and reports whether it did: vt is then the caller's to run.
 func (c *carrier) unqueue(vt *VThread) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
 		if c.queue[i] == vt {
-			n := copy(c.queue[i:], c.queue[i+1:])
-			c.queue[i+n] = nil
-			c.queue = c.queue[:i+n]
+			last := len(c.queue) - 1
+			if i < last { // the usual case, the newest, copies nothing
+				copy(c.queue[i:], c.queue[i+1:])
+			}
+			c.queue[last] = nil
+			c.queue = c.queue[:last]
 			c.compact()
 			if len(c.queue) == c.head && c.owed.Load() != 0 {
 				// Nothing queued is left to wake a carrier for.
 				c.owed.Store(0)
 			}
+			c.mu.Unlock()
 			return true
 		}
 	}
+	c.mu.Unlock()
 	return false
 }
 
@@ -310,14 +314,16 @@ func runNested(cur, vt *VThread) bool {
 
 func (c *carrier) pop() *VThread {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if len(c.queue) == c.head {
+		c.mu.Unlock()
 		return nil
 	}
-	vt := c.queue[len(c.queue)-1]
-	c.queue[len(c.queue)-1] = nil
-	c.queue = c.queue[:len(c.queue)-1]
+	last := len(c.queue) - 1
+	vt := c.queue[last]
+	c.queue[last] = nil
+	c.queue = c.queue[:last]
 	c.compact()
+	c.mu.Unlock()
 	return vt
 }
 
