@@ -238,7 +238,8 @@ func (c *carrier) unqueue(vt *VThread) bool {
 	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
 		if c.queue[i] == vt {
 			last := len(c.queue) - 1
-			if i < last { // the usual case, the newest, copies nothing
+			// The usual case is the newest, i == last: nothing to move.
+			if i < last {
 				copy(c.queue[i:], c.queue[i+1:])
 			}
 			c.queue[last] = nil

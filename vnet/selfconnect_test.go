@@ -93,10 +93,76 @@ func TestDialSelfConnectRelents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	defer c.Close()
 	if *calls != 3 {
 		t.Fatalf("%d dials, want 3", *calls)
 	}
+	// The two given up are closed; the third is the one Dial returned.
+	for i := 0; i < 3; i++ {
+		p, err := ln.AcceptTCP()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		p.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if i < 2 {
+			if n, err := p.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Fatalf("dial %d, given up, was not closed: its peer read %d, %v", i, n, err)
+			}
+			continue
+		}
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := p.Read(make([]byte, 1)); n != 1 || err != nil {
+			t.Fatalf("the connection Dial returned is not the third: its peer read %d, %v", n, err)
+		}
+	}
+}
+
+// A context that ends while a self-connected dial is given up ends the
+// dial with the context's error, and leaves no socket open.
+func TestDialSelfConnectContextEnds(t *testing.T) {
+	ln, err := Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+		if err != nil {
+			return fd, laddr, raddr, err
+		}
+		cancel() // before the retry
+		self := *raddr
+		return fd, &self, raddr, nil
+	})
+	before := openFDs(t)
+	if _, err := DialContext(ctx, "tcp", ln.Addr().String()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("DialContext = %v, want context.Canceled", err)
+	}
+	p, err := ln.AcceptTCP() // the given-up socket's connection, closed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := p.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("the given-up socket was not closed: its peer read %d, %v", n, err)
+	}
+	if after := openFDs(t); after != before+1 { // p
+		t.Fatalf("%d descriptors open after the dial, %d before (+1 for the accepted peer)", after, before)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("counts descriptors in /proc/self/fd: %v", err)
+	}
+	return len(ents)
 }
 
 // EADDRNOTAVAIL is dialled again too; after three the error stands.
@@ -135,14 +201,14 @@ func TestDialRetriesAddrNotAvail(t *testing.T) {
 func TestSelfConnect(t *testing.T) {
 	a := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
 	b := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5001}
-	a6 := &net.TCPAddr{IP: net.ParseIP("::ffff:127.0.0.1"), Port: 5000}
+	a4 := &net.TCPAddr{IP: net.IP{127, 0, 0, 1}, Port: 5000} // 4 bytes; a's are 16
 	for _, tc := range []struct {
 		laddr, raddr *net.TCPAddr
 		err          error
 		want         bool
 	}{
 		{a, a, nil, true},
-		{a, a6, nil, true}, // the same address, in its IPv4-mapped form
+		{a4, a, nil, true}, // the same address, in its 4- and 16-byte forms
 		{a, b, nil, false},
 		{a, a, syscall.ECONNREFUSED, false},
 		{nil, a, nil, true},

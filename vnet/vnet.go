@@ -70,7 +70,7 @@ import (
 // (or blocks the calling goroutine) until a connection arrives. It
 // implements net.Listener. Its methods may be called concurrently. Listen
 // makes one: the methods of a nil or zero Listener return
-// syscall.EINVAL (Addr returns nil), as a *net.TCPListener's do.
+// syscall.EINVAL, as a *net.TCPListener's do, and Addr returns nil.
 type Listener struct {
 	fd      *netFD
 	addr    *net.TCPAddr

@@ -3,6 +3,7 @@ package vnet_test
 import (
 	"errors"
 	"io"
+	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestZeroConnAndListener(t *testing.T) {
 	for _, c := range []*vnet.Conn{nil, new(vnet.Conn)} {
 		check := func(what string, err error) {
 			t.Helper()
-			if !errors.Is(err, syscall.EINVAL) {
+			if err != syscall.EINVAL { // bare, as package net's
 				t.Errorf("%T(%p).%s = %v, want syscall.EINVAL", c, c, what, err)
 			}
 		}
@@ -51,19 +52,19 @@ func TestZeroConnAndListener(t *testing.T) {
 		}
 	}
 	for _, l := range []*vnet.Listener{nil, new(vnet.Listener)} {
-		if _, err := l.Accept(); !errors.Is(err, syscall.EINVAL) {
+		if _, err := l.Accept(); err != syscall.EINVAL {
 			t.Errorf("Accept = %v, want syscall.EINVAL", err)
 		}
-		if _, err := l.AcceptTCP(); !errors.Is(err, syscall.EINVAL) {
+		if _, err := l.AcceptTCP(); err != syscall.EINVAL {
 			t.Errorf("AcceptTCP = %v, want syscall.EINVAL", err)
 		}
-		if err := l.SetDeadline(time.Now()); !errors.Is(err, syscall.EINVAL) {
+		if err := l.SetDeadline(time.Now()); err != syscall.EINVAL {
 			t.Errorf("SetDeadline = %v, want syscall.EINVAL", err)
 		}
-		if _, err := l.SyscallConn(); !errors.Is(err, syscall.EINVAL) {
+		if _, err := l.SyscallConn(); err != syscall.EINVAL {
 			t.Errorf("SyscallConn = %v, want syscall.EINVAL", err)
 		}
-		if err := l.Close(); !errors.Is(err, syscall.EINVAL) {
+		if err := l.Close(); err != syscall.EINVAL {
 			t.Errorf("Close = %v, want syscall.EINVAL", err)
 		}
 		if a := l.Addr(); a != nil {
@@ -80,27 +81,38 @@ func TestSpliceFromZeroConn(t *testing.T) {
 		t.Skipf("needs a TCP listener on 127.0.0.1: %v", err)
 	}
 	defer ln.Close()
-	done := make(chan error, 1)
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	peer := make(chan accepted, 1)
 	go func() {
 		c, err := ln.Accept()
-		if err == nil {
-			c.Close()
-		}
-		done <- err
+		peer <- accepted{c, err}
 	}()
 	c, err := vnet.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	p := <-peer
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	defer p.c.Close()
 	if _, err := c.ReadFrom(new(vnet.Conn)); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("ReadFrom(zero Conn) = %v, want syscall.EINVAL", err)
 	}
 	if _, err := c.ReadFrom(&io.LimitedReader{R: (*vnet.Conn)(nil), N: 10}); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("ReadFrom(LimitedReader over a nil Conn) = %v, want syscall.EINVAL", err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if _, err := c.Write([]byte("still")); err != nil {
+		t.Fatalf("Write after the failed splices: %v", err)
+	}
+	p.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(p.c, buf); err != nil || string(buf) != "still" {
+		t.Fatalf("the peer read %q, %v; want \"still\"", buf, err)
 	}
 }
 
