@@ -247,7 +247,8 @@ func InWord() bool { return wordOK }
 func loadWord(w *uintptr) *Local { return *(**Local)(unsafe.Pointer(w)) }
 
 // storeWord sets the record in word w, which only its goroutine writes:
-// a plain store, unseen by the collector (see word).
+// a plain store, unseen by the collector (word_linux_amd64.go says why
+// that is safe).
 func storeWord(w *uintptr, l *Local) { *w = uintptr(unsafe.Pointer(l)) }
 
 // Bind records l as the calling goroutine's record, replacing any, and
@@ -285,8 +286,9 @@ func Unbind(g uintptr) {
 
 // Current returns the calling goroutine's record, or nil. The engine and
 // the scheduler ask it several times for each virtual thread they start
-// or switch: with the record in the goroutine's word it is inlined, a
-// call to find the goroutine and a load.
+// or switch: with the record in the goroutine's word it is a call to find
+// the goroutine and a load. (Its two calls, that one and the table's,
+// put it over the inliner's budget.)
 func Current() *Local {
 	if wordOK {
 		return loadWord(word())
@@ -295,8 +297,8 @@ func Current() *Local {
 }
 
 // tableCurrent is Current on the table, with lookup inlined: one call (to
-// find the goroutine) in all. It is not inlined itself, so that Current
-// is.
+// find the goroutine) in all. It is kept out of Current, which stays
+// short for the word.
 //
 //go:noinline
 func tableCurrent() *Local {
