@@ -239,10 +239,6 @@ func tablePush(l *Local) (Slot, *Local) {
 	return Slot{c: c}, c.l.Swap(l)
 }
 
-// InWord reports whether records are kept in the goroutines' own words
-// rather than in the table.
-func InWord() bool { return wordOK }
-
 // loadWord reads the record in word w.
 func loadWord(w *uintptr) *Local { return *(**Local)(unsafe.Pointer(w)) }
 

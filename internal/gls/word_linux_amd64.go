@@ -8,10 +8,6 @@ import (
 	"github.com/weftrt/weft/arch"
 )
 
-// haveWord reports whether this build may keep each goroutine's record in
-// the goroutine's own runtime.g.
-const haveWord = true
-
 // The word is runtime.g.racectx, the race detector's context for the
 // goroutine. Every statement of the runtime that reads or writes it is
 // under its raceenabled constant (runtime/proc.go, time.go, trace.go,

@@ -94,7 +94,7 @@ func TestWordOffset(t *testing.T) {
 // This build must keep records in the word: a silent fall back to the
 // table would go unnoticed but for the time it costs.
 func TestWordInUse(t *testing.T) {
-	if !InWord() {
+	if !wordOK {
 		t.Fatal("records are kept in the table, not in the goroutines' words: the word was not zero at start-up")
 	}
 	l := &Local{}
