@@ -28,19 +28,65 @@ func fakeDials(t *testing.T, bend func(i int, fd *netFD, laddr, raddr *net.TCPAd
 	return calls
 }
 
-// A dial that connects the socket to itself is closed and dialled again,
-// as package net does: the connection Dial returns is the second one, and
-// the first is closed (its peer reads the end of the stream).
-func TestDialRetriesSelfConnect(t *testing.T) {
+// loopback listens on a free port of 127.0.0.1.
+func loopback(t *testing.T) *Listener {
+	t.Helper()
 	ln, err := Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// selfConnected makes a dial that succeeded look connected to itself: its
+// local address is its remote one.
+func selfConnected(fd *netFD, raddr *net.TCPAddr) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
+	self := *raddr
+	return fd, &self, raddr, nil
+}
+
+// acceptClosed accepts the next connection on ln and checks that the
+// dialling side has closed it: the peer reads the end of the stream.
+func acceptClosed(t *testing.T, ln *Listener, what string) {
+	t.Helper()
+	p, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := p.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("%s was not closed: its peer read %d, %v", what, n, err)
+	}
+}
+
+// acceptOpen accepts the next connection on ln and checks that it is c's:
+// a byte c writes arrives.
+func acceptOpen(t *testing.T, ln *Listener, c *Conn, what string) {
+	t.Helper()
+	p, err := ln.AcceptTCP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	p.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := p.Read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("the connection Dial returned is not %s: its peer read %d, %v", what, n, err)
+	}
+}
+
+// A dial that connects the socket to itself is closed and dialled again,
+// as package net does: the connection Dial returns is the second one, and
+// the first is closed (its peer reads the end of the stream).
+func TestDialRetriesSelfConnect(t *testing.T) {
+	ln := loopback(t)
 	calls := fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
 		if i == 0 && err == nil {
-			self := *raddr
-			return fd, &self, raddr, nil // as if connected to itself
+			return selfConnected(fd, raddr)
 		}
 		return fd, laddr, raddr, err
 	})
@@ -52,42 +98,18 @@ func TestDialRetriesSelfConnect(t *testing.T) {
 	if *calls != 2 {
 		t.Fatalf("%d dials, want 2", *calls)
 	}
-	first, err := ln.AcceptTCP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
-	second, err := ln.AcceptTCP()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
-	first.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := first.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		t.Fatalf("the self-connected dial's peer read %d, %v; want 0, io.EOF: it was not closed", n, err)
-	}
-	if _, err := c.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	second.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if n, err := second.Read(make([]byte, 1)); n != 1 || err != nil {
-		t.Fatalf("the connection Dial returned is not the second: its peer read %d, %v", n, err)
-	}
+	acceptClosed(t, ln, "the self-connected dial")
+	acceptOpen(t, ln, c, "the second")
 }
 
 // Three self-connected dials in a row: the third stands, as in package net.
 func TestDialSelfConnectRelents(t *testing.T) {
-	ln, err := Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := loopback(t)
 	calls := fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
 		if err != nil {
 			return fd, laddr, raddr, err
 		}
-		self := *raddr
-		return fd, &self, raddr, nil
+		return selfConnected(fd, raddr)
 	})
 	c, err := Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -98,36 +120,15 @@ func TestDialSelfConnectRelents(t *testing.T) {
 		t.Fatalf("%d dials, want 3", *calls)
 	}
 	// The two given up are closed; the third is the one Dial returned.
-	for i := 0; i < 3; i++ {
-		p, err := ln.AcceptTCP()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		p.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if i < 2 {
-			if n, err := p.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-				t.Fatalf("dial %d, given up, was not closed: its peer read %d, %v", i, n, err)
-			}
-			continue
-		}
-		if _, err := c.Write([]byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := p.Read(make([]byte, 1)); n != 1 || err != nil {
-			t.Fatalf("the connection Dial returned is not the third: its peer read %d, %v", n, err)
-		}
-	}
+	acceptClosed(t, ln, "dial 0, given up,")
+	acceptClosed(t, ln, "dial 1, given up,")
+	acceptOpen(t, ln, c, "the third")
 }
 
 // A context that ends while a self-connected dial is given up ends the
 // dial with the context's error, and leaves no socket open.
 func TestDialSelfConnectContextEnds(t *testing.T) {
-	ln, err := Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := loopback(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
@@ -135,33 +136,20 @@ func TestDialSelfConnectContextEnds(t *testing.T) {
 			return fd, laddr, raddr, err
 		}
 		cancel() // before the retry
-		self := *raddr
-		return fd, &self, raddr, nil
+		return selfConnected(fd, raddr)
 	})
 	if _, err := DialContext(ctx, "tcp", ln.Addr().String()); !errors.Is(err, context.Canceled) {
 		t.Fatalf("DialContext = %v, want context.Canceled", err)
 	}
-	p, err := ln.AcceptTCP() // the given-up socket's connection, closed
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	p.SetReadDeadline(time.Now().Add(10 * time.Second))
-	// Its end of the stream is the given-up socket's close: counting the
-	// process's descriptors instead would count those that other tests'
-	// connections, closed by the collector, free meanwhile.
-	if n, err := p.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		t.Fatalf("the given-up socket was not closed: its peer read %d, %v", n, err)
-	}
+	// The given-up socket's end of the stream shows it closed: counting
+	// the process's descriptors instead would count those that other
+	// tests' connections, closed by the collector, free meanwhile.
+	acceptClosed(t, ln, "the given-up socket")
 }
 
 // EADDRNOTAVAIL is dialled again too; after three the error stands.
 func TestDialRetriesAddrNotAvail(t *testing.T) {
-	ln, err := Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := loopback(t)
 	notAvail := &os.SyscallError{Syscall: "connect", Err: syscall.EADDRNOTAVAIL}
 	failFirst := 1
 	calls := fakeDials(t, func(i int, fd *netFD, laddr, raddr *net.TCPAddr, err error) (*netFD, *net.TCPAddr, *net.TCPAddr, error) {
