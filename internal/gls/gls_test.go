@@ -246,3 +246,34 @@ func TestPushPopLeavesNothing(t *testing.T) {
 		runtime.GC()
 	}
 }
+
+// The table's Push and Pop, which the stack-copying backend uses where the
+// goroutine's word is refused at start-up: nested pushes return what they
+// replaced, pops put it back, and the goroutine keeps its (empty) place.
+func TestTablePushPop(t *testing.T) {
+	done := make(chan string, 1)
+	go func() {
+		outer, inner := &Local{}, &Local{}
+		s1, p1 := tablePush(outer)
+		s2, p2 := tablePush(inner)
+		defer tableUnbind(arch.G())
+		if p1 != nil || p2 != outer || tableCurrent() != inner {
+			done <- "tablePush did not return what it replaced"
+			return
+		}
+		s2.Pop(p2)
+		if tableCurrent() != outer {
+			done <- "Pop did not put the outer record back"
+			return
+		}
+		s1.Pop(p1)
+		if tableCurrent() != nil || lookup(arch.G()) == nil {
+			done <- "after both pops the goroutine should keep an empty place"
+			return
+		}
+		done <- ""
+	}()
+	if msg := <-done; msg != "" {
+		t.Fatal(msg)
+	}
+}
