@@ -3,6 +3,7 @@ package weft_test
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +20,18 @@ import (
 // at a freed continuation once collected. Thousands of goroutines end
 // each way, their continuations dropped and collected, and every new
 // goroutine must find nothing mounted.
+//
+// That the dropped continuations are collected is checked too: a test
+// binary that kept them (a test hook once did) could not see a record
+// left pointing at a freed one.
 func TestNoRecordOutlivesRun(t *testing.T) {
 	outer, inner := scope.New("outer"), scope.New("inner")
+	var droppedN, collected atomic.Int64
+	dropped := func(c *weft.Cont) {
+		droppedN.Add(1)
+		runtime.AddCleanup(c, func(n *atomic.Int64) { n.Add(1) }, &collected)
+		dropped(c)
+	}
 	ways := []func(){
 		func() { // returns
 			weft.NewCont(inner, func() {}).Run(nil)
@@ -105,6 +116,13 @@ func TestNoRecordOutlivesRun(t *testing.T) {
 		}
 		runtime.GC()
 		runtime.GC()
+	}
+	for deadline := time.Now().Add(10 * time.Second); collected.Load() < droppedN.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d dropped continuations were collected", collected.Load(), droppedN.Load())
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
 	}
 }
 
