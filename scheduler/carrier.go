@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/internal/netpoll"
 )
@@ -51,6 +53,17 @@ type carrier struct {
 	// picks counts next's calls, for its fairness rule; only the
 	// carrier's goroutine touches it.
 	picks uint32
+
+	// count is this carrier's shard of the live count (Scheduler.outside
+	// says which); idNext and idEnd, its batch of IDs (newID). Only what
+	// the carrier runs writes them, and only liveCount reads the count
+	// elsewhere: they are kept off the cache lines of mu and the queue,
+	// which other carriers write when they steal.
+	_      cpu.CacheLinePad
+	count  liveShard
+	idNext uint64
+	idEnd  uint64
+	_      cpu.CacheLinePad
 }
 
 // newCarrier returns carrier id of s, not yet started, bound to no CPU; a
@@ -102,7 +115,7 @@ func (c *carrier) loop() {
 				normal = true
 				return
 			}
-			if s.closing.Load() && s.live.Load() == 0 {
+			if s.drained() {
 				normal = true
 				return
 			}
@@ -199,7 +212,7 @@ func (c *carrier) demote() {
 		c.queue[len(c.queue)-1] = nil
 		c.queue = c.queue[:len(c.queue)-1]
 		s.mu.Lock()
-		s.global = append(s.global, vt)
+		s.appendGlobal(vt)
 		s.mu.Unlock()
 	}
 	c.mu.Unlock()
@@ -222,7 +235,7 @@ func (c *carrier) push(vt *VThread) {
 		// pinned at any time: what it makes runnable goes where every
 		// carrier looks.
 		c.s.mu.Lock()
-		c.s.global = append(c.s.global, vt)
+		c.s.appendGlobal(vt)
 		c.s.mu.Unlock()
 		return
 	}
@@ -424,7 +437,7 @@ func (c *carrier) sleep() {
 	if h := sleepHooks.beforeLook.Load(); h != nil {
 		(*h)(c)
 	}
-	if (s.closing.Load() && s.live.Load() == 0) || c.hasWork() || s.hasGlobal() {
+	if s.drained() || c.hasWork() || s.hasGlobal() {
 		s.mu.Lock()
 		for i, o := range s.idle {
 			if o == c { // still idle: nobody is waking it
@@ -509,7 +522,7 @@ func (s *Scheduler) readyOn(vt *VThread, c *carrier) {
 		return
 	}
 	s.mu.Lock()
-	s.global = append(s.global, vt)
+	s.appendGlobal(vt)
 	s.mu.Unlock()
 	s.wakeOne()
 }
@@ -521,18 +534,33 @@ func (s *Scheduler) readyBack(vt *VThread) {
 		return
 	}
 	s.mu.Lock()
-	s.global = append(s.global, vt)
+	s.appendGlobal(vt)
 	s.mu.Unlock()
 	s.wakeOne()
 }
 
-func (s *Scheduler) hasGlobal() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.global) > 0
+// appendGlobal queues vt on the global queue; s.mu is held.
+func (s *Scheduler) appendGlobal(vt *VThread) {
+	s.global = append(s.global, vt)
+	s.nglobal.Store(int32(len(s.global)))
 }
 
+// hasGlobal reports whether the global queue holds a virtual thread,
+// without the lock: a carrier about to sleep raises nidle before it looks,
+// and a push stores nglobal before it loads nidle (wakeOne), so either the
+// look sees the push or the push wakes a carrier.
+func (s *Scheduler) hasGlobal() bool {
+	return s.nglobal.Load() > 0
+}
+
+// popGlobal takes the oldest virtual thread of the global queue, if any.
+// It takes s.mu only if the queue looks non-empty: every carrier that
+// finds its own queue empty comes here, and would otherwise contend for
+// it.
 func (s *Scheduler) popGlobal() *VThread {
+	if s.nglobal.Load() == 0 {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.global) == 0 {
@@ -544,6 +572,7 @@ func (s *Scheduler) popGlobal() *VThread {
 	if len(s.global) == 0 {
 		s.global = nil
 	}
+	s.nglobal.Store(int32(len(s.global)))
 	return vt
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
@@ -110,18 +112,33 @@ type Scheduler struct {
 	// nest: Join may run a queued virtual thread nested in its caller
 	// (runNested): not in deterministic mode, not on the portable backend.
 	nest bool
+	// closing is set once Shutdown or Close begins; every start reads it.
+	closing atomic.Bool
 
+	// The fields from here to the next pad are written by every carrier
+	// as it goes idle, wakes, or uses the global queue: on a cache line of
+	// their own, so that the reads above, on every start, do not miss.
+	_       cpu.CacheLinePad
 	mu      sync.Mutex   // guards global, temp, closing transitions
 	global  []*VThread   // submitted from outside carriers, FIFO
+	nglobal atomic.Int32 // len(global), read without the lock by popGlobal and hasGlobal
 	idle    []*carrier   // carriers waiting for work
 	nidle   atomic.Int32 // len(idle), read without the lock by wakeOne
 	temp    int          // running compensation carriers
 	blocked atomic.Int32
+	_       cpu.CacheLinePad
 
-	live    atomic.Int64 // virtual threads started and not finished
-	ids     atomic.Uint64
-	closing atomic.Bool
-	allDone chan struct{} // closed when closing and live reaches 0
+	// The virtual threads started and not finished are counted in
+	// shards, so that carriers starting and finishing them on many CPUs
+	// do not all write one cache line (on 16 CPUs, the one shared
+	// counter and ID took a third of skynet's time): each ordinary
+	// carrier's, for what the virtual threads it runs start and what ends
+	// on it, and outside, for the rest (starts from plain goroutines and
+	// compensation carriers, ends off a carrier's usual path). liveCount
+	// adds them up.
+	outside liveShard
+	ids     atomic.Uint64 // the last ID handed out, singly or in a carrier's batch
+	allDone chan struct{} // closed when closing and the live count reaches 0
 	doneOne sync.Once
 	wg      sync.WaitGroup // carriers and the monitor
 
@@ -285,19 +302,20 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 	if fn == nil {
 		panic("scheduler.Go: nil function")
 	}
+	c := s.runningCarrier()
 	// Counted live before the check, so that Shutdown, which sets closing
-	// before it reads live, either waits for this one or is seen.
-	s.live.Add(1)
+	// before it counts, either waits for this one or is seen.
+	sh := s.shard(c)
+	sh.started.Add(1)
 	if s.closing.Load() {
-		s.dropLive()
+		s.ended(sh)
 		return nil, ErrClosed
 	}
-	vt := &VThread{s: s, id: s.ids.Add(1), group: g, fn: fn}
+	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn}
 	if name != "" {
 		vt.rareLocked().name = name
 	}
 	vt.ctx = vtContext{parent}
-	c := s.runningCarrier()
 	vt.cont = s.newCont(c)
 	vt.state.Store(vtQueued)
 	s.readyOn(vt, c)
@@ -775,7 +793,67 @@ func (s *Scheduler) Pins() []PinEvent {
 }
 
 // Live returns the number of virtual threads started and not finished.
-func (s *Scheduler) Live() int { return int(s.live.Load()) }
+// While others start and finish, it is a snapshot taken over a short
+// while: a virtual thread live all that while is counted, one that starts
+// or finishes during it may or may not be.
+func (s *Scheduler) Live() int { return int(s.liveCount()) }
+
+// A liveShard counts the virtual threads started and ended at one place;
+// a thread may end at another place than it started.
+type liveShard struct {
+	started, ended atomic.Int64
+}
+
+// shard returns where a virtual thread started or ended by code running
+// on c (nil: not on a carrier of s) is counted: c's shard, written only
+// by what c runs, or, for a compensation carrier, which may exit with its
+// counts, the shared one.
+func (s *Scheduler) shard(c *carrier) *liveShard {
+	if c == nil || c.temp {
+		return &s.outside
+	}
+	return &c.count
+}
+
+// liveCount adds up the shards. It reads every ended count before any
+// started count: a virtual thread's start comes before its end, so one
+// counted ended is counted started too, and the sum is never less than
+// the number of virtual threads live throughout the reads. It is 0 only
+// when none is live, once closing has been set: a start after that
+// either sees closing, and counts itself out, or is counted here (it
+// counts itself in before it loads closing, which the caller stored
+// before it called this).
+func (s *Scheduler) liveCount() int64 {
+	n := -s.outside.ended.Load()
+	for _, c := range s.carriers {
+		n -= c.count.ended.Load()
+	}
+	n += s.outside.started.Load()
+	for _, c := range s.carriers {
+		n += c.count.started.Load()
+	}
+	return n
+}
+
+// idBatch is how many IDs a carrier takes at a time for the virtual
+// threads started on it, as the runtime hands goroutine IDs to its Ps.
+const idBatch = 64
+
+// newID returns a new virtual thread's ID, from c's batch if it is one of
+// s's ordinary carriers (so IDs are unique, but not in the order the
+// threads started). Deterministic mode numbers them in order.
+func (s *Scheduler) newID(c *carrier) uint64 {
+	if c == nil || c.temp || s.det != nil {
+		return s.ids.Add(1)
+	}
+	if c.idNext == c.idEnd {
+		c.idEnd = s.ids.Add(idBatch) + 1
+		c.idNext = c.idEnd - idBatch
+	}
+	id := c.idNext
+	c.idNext++
+	return id
+}
 
 // finish records the end of vt, run on its carrier c. The virtual threads
 // joining vt go on c's run queue, as they would if vt had woken them
@@ -830,15 +908,36 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		}
 		w = next
 	}
-	s.dropLive()
+	s.ended(s.shard(c))
 }
 
-// dropLive counts a virtual thread out; the last one out after Shutdown or
-// Close began lets them and the carriers finish.
-func (s *Scheduler) dropLive() {
-	if s.live.Add(-1) == 0 && s.closing.Load() {
+// ended counts a virtual thread out in sh; the last one out after Shutdown
+// or Close began lets them and the carriers finish. (Every one counted out
+// after that adds up the shards; one of the last two to end concurrently
+// sees the other's end, as each counts itself out before it looks.)
+func (s *Scheduler) ended(sh *liveShard) {
+	sh.ended.Add(1)
+	if s.closing.Load() {
+		s.checkDrained()
+	}
+}
+
+// checkDrained closes allDone and wakes the carriers if nothing is live;
+// closing is set.
+func (s *Scheduler) checkDrained() {
+	if s.liveCount() == 0 {
 		s.doneOne.Do(func() { close(s.allDone) })
 		s.wakeAll()
+	}
+}
+
+// drained reports whether the scheduler has shut down and nothing is live.
+func (s *Scheduler) drained() bool {
+	select {
+	case <-s.allDone:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -853,9 +952,7 @@ func (s *Scheduler) dropLive() {
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.notFromOwn("Shutdown")
 	s.closing.Store(true)
-	if s.live.Load() == 0 {
-		s.doneOne.Do(func() { close(s.allDone) })
-	}
+	s.checkDrained()
 	s.wakeAll()
 	select {
 	case <-s.allDone:
@@ -888,9 +985,7 @@ func (s *Scheduler) Close() error {
 	s.notFromOwn("Close")
 	s.closing.Store(true)
 	s.cancel()
-	if s.live.Load() == 0 {
-		s.doneOne.Do(func() { close(s.allDone) })
-	}
+	s.checkDrained()
 	s.wakeAll()
 	<-s.allDone
 	s.wakeAll()

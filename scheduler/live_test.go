@@ -1,0 +1,282 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The live count is kept in shards (one per carrier, and one for starts
+// from outside the carriers), and virtual thread IDs come from per-carrier
+// batches. These tests start and end virtual threads on every carrier at
+// once, so that a thread often starts in one shard and ends in another.
+
+// churn starts, from a virtual thread on s, children that each start a few
+// grandchildren and join them, until stop is closed or s refuses (ErrClosed).
+// Joins that the child's own carrier does not take back (a thief took
+// the grandchild) make threads end on other carriers than they started
+// on. It returns the virtual threads it started.
+func churn(s *Scheduler, stop <-chan struct{}) (accepted []*VThread, err error) {
+	for {
+		select {
+		case <-stop:
+			return accepted, nil
+		default:
+		}
+		vt, err := s.Go(func(ctx context.Context) error {
+			var kids [4]*VThread
+			for i := range kids {
+				k, err := s.Go(func(ctx context.Context) error {
+					Yield()
+					return nil
+				})
+				if err != nil {
+					return nil // closing: the ones started still end
+				}
+				kids[i] = k
+			}
+			for _, k := range kids {
+				if k != nil {
+					if err := k.Join(); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if errors.Is(err, ErrClosed) {
+				return accepted, nil
+			}
+			return accepted, err
+		}
+		accepted = append(accepted, vt)
+		if len(accepted)%8 == 0 {
+			Yield()
+		}
+	}
+}
+
+// Live counts every virtual thread live throughout the call, however the
+// others start and end across the shards meanwhile, and never goes below
+// zero; at rest it is exact.
+func TestLiveWhileChurning(t *testing.T) {
+	s := proofSched(t, Options{Carriers: 4})
+	const parked = 50
+	park := NewChan[struct{}](0)
+	closePark := sync.OnceFunc(park.Close)
+	defer closePark() // after a failed check too: let the holders go
+	var waiting atomic.Int32
+	var holders []*VThread
+	for range parked {
+		vt, err := s.Go(func(ctx context.Context) error {
+			waiting.Add(1)
+			park.Recv()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, vt)
+	}
+	waitUntil(t, "the holders to park", func() bool { return waiting.Load() == parked })
+
+	stop := make(chan struct{})
+	stopChurn := sync.OnceFunc(func() { close(stop) })
+	defer stopChurn()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		drv, err := s.Go(func(ctx context.Context) error {
+			defer wg.Done()
+			_, err := churn(s, stop)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { errs <- drv.Join() }()
+	}
+	deadline := time.Now().Add(300 * time.Millisecond)
+	reads := 0
+	for time.Now().Before(deadline) {
+		if n := s.Live(); n < parked {
+			t.Fatalf("Live() = %d with %d virtual threads parked throughout", n, parked)
+		}
+		reads++
+	}
+	stopChurn()
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	waitUntil(t, "the churn to end", func() bool { return s.Live() == parked })
+	closePark()
+	for _, vt := range holders {
+		joinWithin(t, vt)
+	}
+	waitUntil(t, "Live() to drop to 0", func() bool { return s.Live() == 0 })
+	t.Logf("%d reads of Live while churning", reads)
+}
+
+// Shutdown waits for every virtual thread it let start, when the last ones
+// end on different carriers than they started on and while virtual
+// threads on every carrier are still starting others (each counted in its
+// carrier's shard): the last one out, whichever shard it counts in, must
+// see the others' ends and let the carriers go.
+func TestShutdownRacesStartsOnCarriers(t *testing.T) {
+	rounds := 200
+	if testing.Short() {
+		rounds = 40
+	}
+	for round := range rounds {
+		s, err := New(Options{Carriers: 4, LockOSThread: new(bool)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var accepted []*VThread
+		var drivers []*VThread
+		var started sync.WaitGroup
+		for range 4 {
+			started.Add(1)
+			drv, err := s.Go(func(ctx context.Context) error {
+				started.Done()
+				got, err := churn(s, nil)
+				mu.Lock()
+				accepted = append(accepted, got...)
+				mu.Unlock()
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drivers = append(drivers, drv)
+		}
+		started.Wait()
+		time.Sleep(time.Duration(round%20) * 50 * time.Microsecond)
+		ctx, cancel := context.WithTimeout(context.Background(), proofTimeout)
+		err = s.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: Shutdown: %v (Live = %d)", round, err, s.Live())
+		}
+		for _, d := range drivers {
+			if !d.finished() {
+				t.Fatalf("round %d: a driver had not finished when Shutdown returned", round)
+			}
+			if err := d.Join(); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		for _, vt := range accepted {
+			if !vt.finished() {
+				t.Fatalf("round %d: Go accepted a virtual thread that had not finished when Shutdown returned", round)
+			}
+		}
+		if n := s.Live(); n != 0 {
+			t.Fatalf("round %d: Live() = %d after Shutdown", round, n)
+		}
+	}
+}
+
+// IDs are unique across carriers' batches and starts from plain
+// goroutines, and deterministic mode numbers virtual threads in the order
+// they start.
+func TestIDsUnique(t *testing.T) {
+	s := proofSched(t, Options{Carriers: 4})
+	var mu sync.Mutex
+	seen := map[uint64]string{}
+	record := func(vt *VThread, where string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if vt.ID() == 0 {
+			return fmt.Errorf("%s: ID 0", where)
+		}
+		if prev, dup := seen[vt.ID()]; dup {
+			return fmt.Errorf("ID %d given twice: %s and %s", vt.ID(), prev, where)
+		}
+		seen[vt.ID()] = where
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() { // from a plain goroutine
+			defer wg.Done()
+			for i := range 300 {
+				vt, err := s.Go(func(ctx context.Context) error { return nil })
+				if err == nil {
+					err = record(vt, fmt.Sprintf("goroutine %d #%d", g, i))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		drv, err := s.Go(func(ctx context.Context) error { // from virtual threads
+			for i := range 300 {
+				vt, err := s.Go(func(ctx context.Context) error { return nil })
+				if err == nil {
+					err = record(vt, fmt.Sprintf("driver %d #%d on carrier %d", g, i, Current().carrier.id))
+				}
+				if err != nil {
+					return err
+				}
+				if i%10 == 0 {
+					Yield() // move between carriers
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := drv.Join(); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != 8*300 {
+		t.Fatalf("%d IDs recorded, want %d", len(seen), 8*300)
+	}
+
+	d := proofSched(t, Options{Deterministic: true, Seed: 1})
+	var ids []uint64
+	root, err := d.Go(func(ctx context.Context) error {
+		for range 5 {
+			vt, err := d.Go(func(ctx context.Context) error { return nil })
+			if err != nil {
+				return err
+			}
+			ids = append(ids, vt.ID())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinWithin(t, root)
+	for i, id := range ids {
+		if want := root.ID() + 1 + uint64(i); id != want {
+			t.Fatalf("deterministic mode: IDs %v after the root's %d, want consecutive", ids, root.ID())
+		}
+	}
+}
