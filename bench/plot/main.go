@@ -4,11 +4,15 @@
 // each point the median of the runs (-count) of that implementation and
 // depth, both axes logarithmic. With -sched, the scheduler chart: for each
 // scheduler benchmark, the median for goroutines divided by the median for
-// virtual threads, as bars on a logarithmic axis.
+// virtual threads, as bars on a logarithmic axis. With -scale, the scaling
+// chart: a benchmark's time per unit (BenchmarkSkynet's ns/spawn by
+// default) against GOMAXPROCS, the -cpu suffix, one line per
+// implementation.
 //
 //	go test -run='^$' -bench=RoundTrip -count=6 ./bench > bench.txt
 //	go run ./bench/plot -in bench.txt -o docs/img/roundtrip.svg
 //	go run ./bench/plot -sched -in bench/testdata/scheduler-linux-amd64.txt -o docs/img/scheduler.svg
+//	go run ./bench/plot -scale -in bench/testdata/skynet-scaling-16core.txt -o docs/img/skynet-scaling.svg
 //
 // It uses only the standard library and writes a self-contained SVG.
 package main
@@ -32,6 +36,8 @@ func main() {
 	bench := flag.String("bench", "BenchmarkRoundTrip", "benchmark whose impl=/depth= sub-benchmarks to plot")
 	impls := flag.String("impl", "", "comma-separated implementations to draw, in this order (all, in order of appearance, if empty)")
 	sched := flag.Bool("sched", false, "draw the scheduler chart (virtual threads against goroutines) instead of the round trip")
+	scale := flag.Bool("scale", false, "draw the scaling chart (-bench's -unit against GOMAXPROCS; -bench defaults to BenchmarkSkynet) instead of the round trip")
+	unit := flag.String("unit", "ns/spawn", "the unit the -scale chart plots")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("plot: ")
@@ -57,7 +63,17 @@ func main() {
 		write(*out, renderSched(s, bars))
 		return
 	}
-	d, err := parse(r, *bench)
+	var d *data
+	var err error
+	if *scale {
+		b := *bench
+		if !isFlagSet("bench") {
+			b = "BenchmarkSkynet"
+		}
+		d, err = parseScale(r, b, *unit)
+	} else {
+		d, err = parse(r, *bench)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,6 +83,9 @@ func main() {
 		}
 	}
 	if len(d.impls) == 0 {
+		if *scale {
+			log.Fatalf("no %s/impl=... results with %s in the input", *bench, *unit)
+		}
 		log.Fatalf("no %s/impl=.../depth=... results with ns/op in the input", *bench)
 	}
 	write(*out, render(d))
@@ -88,9 +107,20 @@ func write(out, svg string) {
 // data is what the chart shows.
 type data struct {
 	impls   []string          // in order of first appearance
-	depths  []int             // ascending
-	samples map[key][]float64 // ns/op of every run
+	depths  []int             // ascending: the x values (stack depth, or GOMAXPROCS for -scale)
+	samples map[key][]float64 // ns/op (or -unit) of every run
 	config  map[string]string // configuration lines: cpu, goos, ...
+
+	// The chart's words: title, axis labels, and what an x value is
+	// called in a point's tooltip.
+	title, xLabel, yLabel, xName string
+}
+
+// isFlagSet reports whether the flag name was given on the command line.
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 type key struct {
@@ -105,7 +135,12 @@ func parse(r io.Reader, bench string) (*data, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &data{samples: map[key][]float64{}, config: s.config}
+	d := &data{samples: map[key][]float64{}, config: s.config,
+		title:  "Round trip (resume + suspend), ns/op vs stack depth",
+		xLabel: "stack depth at the yield point (frames)",
+		yLabel: "ns per round trip",
+		xName:  "depth",
+	}
 	for _, name := range s.names {
 		rest, ok := strings.CutPrefix(name, bench+"/")
 		if !ok {
@@ -232,8 +267,7 @@ func render(d *data) string {
 		width, height, width, height, fontFamily)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
 
-	title := "Round trip (resume + suspend), ns/op vs stack depth"
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold" fill="%s">%s</text>`+"\n", left, ink, esc(title))
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold" fill="%s">%s</text>`+"\n", left, ink, esc(d.title))
 	var sub []string
 	if be := d.config["weft-backend"]; be != "" {
 		name, _, _ := strings.Cut(be, " ")
@@ -271,8 +305,8 @@ func render(d *data) string {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="%s">%d</text>`+"\n", xx, top+plotH+18, axisColor, dep)
 	}
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="%s"/>`+"\n", left, top, plotW, plotH, axisColor)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="%s">stack depth at the yield point (frames)</text>`+"\n", left+plotW/2, height-14, ink)
-	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle" fill="%s">ns per round trip</text>`+"\n", top+plotH/2, ink)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="%s">%s</text>`+"\n", left+plotW/2, height-14, ink, esc(d.xLabel))
+	fmt.Fprintf(&b, `<text transform="translate(18 %d) rotate(-90)" text-anchor="middle" fill="%s">%s</text>`+"\n", top+plotH/2, ink, esc(d.yLabel))
 
 	// One line per impl, with a marker at each point and a legend entry.
 	for i, impl := range d.impls {
@@ -288,7 +322,7 @@ func render(d *data) string {
 		for _, dep := range d.depths {
 			if v, ok := d.median(key{impl, dep}); ok && v > 0 {
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5"><title>%s</title></circle>`+"\n",
-					x(dep), y(v), esc(fmt.Sprintf("%s, depth %d: %s (median of %d)", impl, dep, fmtNs(v), len(d.samples[key{impl, dep}]))))
+					x(dep), y(v), esc(fmt.Sprintf("%s, %s %d: %s (median of %d)", impl, d.xName, dep, fmtNs(v), len(d.samples[key{impl, dep}]))))
 			}
 		}
 		ly := top + 14 + 22*i

@@ -204,3 +204,79 @@ func TestSched(t *testing.T) {
 		}
 	}
 }
+
+const scaleSample = `cpu: Intel(R) Xeon(R) Processor
+BenchmarkSkynet/impl=vthread         	3	 771727536 ns/op	 700.0 ns/spawn	204449312 B/op
+BenchmarkSkynet/impl=vthread         	3	 771727536 ns/op	 500.0 ns/spawn	204449312 B/op
+BenchmarkSkynet/impl=vthread-16      	3	 371727536 ns/op	 300.0 ns/spawn
+BenchmarkSkynet/impl=vthread-unlocked 	3	 681727536 ns/op	 600.0 ns/spawn
+BenchmarkSkynet/impl=vthread-unlocked-4 	3	 181727536 ns/op	 160.0 ns/spawn
+BenchmarkSkynet/impl=goroutine-4     	3	 681727536 ns/op	 680.0 ns/spawn
+BenchmarkSpawn/impl=vthread/from=vthread-4 	1000	 400.0 ns/op
+`
+
+// The scaling chart takes GOMAXPROCS from the -cpu suffix, 1 where there
+// is none, and keeps an implementation whose name ends in a dash and a
+// word.
+func TestParseScale(t *testing.T) {
+	d, err := parseScale(strings.NewReader(scaleSample), "BenchmarkSkynet", "ns/spawn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(d.impls, ","); got != "vthread,vthread-unlocked,goroutine" {
+		t.Errorf("impls = %s", got)
+	}
+	if !slices.Equal(d.depths, []int{1, 4, 16}) {
+		t.Errorf("GOMAXPROCS values = %v, want [1 4 16]", d.depths)
+	}
+	for k, want := range map[key]float64{
+		{"vthread", 1}:          600, // the median of 700 and 500
+		{"vthread", 16}:         300,
+		{"vthread-unlocked", 1}: 600,
+		{"vthread-unlocked", 4}: 160,
+		{"goroutine", 4}:        680,
+	} {
+		if got, ok := d.median(k); !ok || got != want {
+			t.Errorf("%v: median %v (%v), want %v", k, got, ok, want)
+		}
+	}
+	if _, ok := d.median(key{"goroutine", 1}); ok {
+		t.Error("a goroutine result at GOMAXPROCS 1 appeared from nowhere")
+	}
+	svg := render(d)
+	for _, s := range []string{"Skynet scaling", "carriers = GOMAXPROCS", ">16<", "GOMAXPROCS 4: 160 ns"} {
+		if !strings.Contains(svg, s) {
+			t.Errorf("the chart lacks %q", s)
+		}
+	}
+	if err := xml.NewDecoder(strings.NewReader(svg)).Decode(new(struct{})); err != nil {
+		t.Errorf("not well-formed SVG: %v", err)
+	}
+}
+
+// The recorded 16-core run parses into every implementation at every
+// carrier count, three runs each.
+func TestRecordedScaling(t *testing.T) {
+	f, err := os.Open("../testdata/skynet-scaling-16core.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := parseScale(f, "BenchmarkSkynet", "ns/spawn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.depths, []int{1, 2, 4, 8, 12, 16}) {
+		t.Errorf("GOMAXPROCS values = %v", d.depths)
+	}
+	if len(d.impls) != 4 {
+		t.Errorf("impls = %v, want 4", d.impls)
+	}
+	for _, impl := range d.impls {
+		for _, p := range d.depths {
+			if n := len(d.samples[key{impl, p}]); n != 3 {
+				t.Errorf("%s at %d: %d runs, want 3", impl, p, n)
+			}
+		}
+	}
+}
