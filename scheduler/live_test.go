@@ -16,26 +16,35 @@ import (
 // once, so that a thread often starts in one shard and ends in another.
 
 // churn starts, from a virtual thread on s, children that each start a few
-// grandchildren and join them, until stop is closed or s refuses (ErrClosed).
-// Joins that the child's own carrier does not take back (a thief took
-// the grandchild) make threads end on other carriers than they started
-// on. It returns the virtual threads it started.
-func churn(s *Scheduler, stop <-chan struct{}) (accepted []*VThread, err error) {
-	for {
+// grandchildren and join them, until stop is closed or s refuses
+// (ErrClosed). Joins that the child's own carrier does not take back (a
+// thief took the grandchild) make threads end on other carriers than they
+// started on. Grandchildren yield, or with sleep set sleep a few
+// microseconds, so that a timer wakes them from outside the carriers.
+// record, if not nil, is told every virtual thread churn starts.
+func churn(s *Scheduler, stop <-chan struct{}, sleep bool, record func(*VThread)) error {
+	for n := 0; ; n++ {
 		select {
 		case <-stop:
-			return accepted, nil
+			return nil
 		default:
 		}
 		vt, err := s.Go(func(ctx context.Context) error {
 			var kids [4]*VThread
 			for i := range kids {
 				k, err := s.Go(func(ctx context.Context) error {
-					Yield()
+					if sleep {
+						Sleep(time.Duration(1+i*20) * time.Microsecond)
+					} else {
+						Yield()
+					}
 					return nil
 				})
 				if err != nil {
-					return nil // closing: the ones started still end
+					break // closing: the ones started still end
+				}
+				if record != nil {
+					record(k)
 				}
 				kids[i] = k
 			}
@@ -50,12 +59,14 @@ func churn(s *Scheduler, stop <-chan struct{}) (accepted []*VThread, err error) 
 		})
 		if err != nil {
 			if errors.Is(err, ErrClosed) {
-				return accepted, nil
+				return nil
 			}
-			return accepted, err
+			return err
 		}
-		accepted = append(accepted, vt)
-		if len(accepted)%8 == 0 {
+		if record != nil {
+			record(vt)
+		}
+		if n%8 == 7 {
 			Yield()
 		}
 	}
@@ -94,8 +105,7 @@ func TestLiveWhileChurning(t *testing.T) {
 		wg.Add(1)
 		drv, err := s.Go(func(ctx context.Context) error {
 			defer wg.Done()
-			_, err := churn(s, stop)
-			return err
+			return churn(s, stop, false, nil)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -127,10 +137,13 @@ func TestLiveWhileChurning(t *testing.T) {
 }
 
 // Shutdown waits for every virtual thread it let start, when the last ones
-// end on different carriers than they started on and while virtual
-// threads on every carrier are still starting others (each counted in its
-// carrier's shard): the last one out, whichever shard it counts in, must
-// see the others' ends and let the carriers go.
+// end on different carriers than they started on, some woken by timers
+// from outside the carriers, and while virtual threads on every carrier
+// are still starting others (each counted in its carrier's shard): the
+// last one out, whichever shard it counts in, must see the others' ends,
+// and nothing may count as the last while a thread is still live. A
+// watcher checks, the moment the scheduler counts itself drained, that
+// every thread it accepted has finished.
 func TestShutdownRacesStartsOnCarriers(t *testing.T) {
 	rounds := 200
 	if testing.Short() {
@@ -143,22 +156,41 @@ func TestShutdownRacesStartsOnCarriers(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var accepted []*VThread
-		var drivers []*VThread
+		record := func(vt *VThread) {
+			mu.Lock()
+			accepted = append(accepted, vt)
+			mu.Unlock()
+		}
+		early := make(chan int, 1)
+		go func() {
+			<-s.allDone
+			mu.Lock()
+			defer mu.Unlock()
+			live := 0
+			for _, vt := range accepted {
+				if !vt.finished() {
+					live++
+				}
+			}
+			early <- live
+		}()
 		var started sync.WaitGroup
-		for range 4 {
+		for k := range 4 {
 			started.Add(1)
 			drv, err := s.Go(func(ctx context.Context) error {
 				started.Done()
-				got, err := churn(s, nil)
-				mu.Lock()
-				accepted = append(accepted, got...)
-				mu.Unlock()
+				err := churn(s, nil, true, record)
+				// Refused: sleep a while, a different while for each
+				// driver, so that the last is often the only one
+				// live, and a count off by one lets the carriers go
+				// while it sleeps.
+				Sleep(time.Duration(k+1) * 300 * time.Microsecond)
 				return err
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			drivers = append(drivers, drv)
+			record(drv)
 		}
 		started.Wait()
 		time.Sleep(time.Duration(round%20) * 50 * time.Microsecond)
@@ -168,17 +200,12 @@ func TestShutdownRacesStartsOnCarriers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: Shutdown: %v (Live = %d)", round, err, s.Live())
 		}
-		for _, d := range drivers {
-			if !d.finished() {
-				t.Fatalf("round %d: a driver had not finished when Shutdown returned", round)
-			}
-			if err := d.Join(); err != nil {
-				t.Fatalf("round %d: %v", round, err)
-			}
+		if live := <-early; live > 0 {
+			t.Fatalf("round %d: the scheduler counted itself drained with %d of its %d virtual threads unfinished", round, live, len(accepted))
 		}
 		for _, vt := range accepted {
-			if !vt.finished() {
-				t.Fatalf("round %d: Go accepted a virtual thread that had not finished when Shutdown returned", round)
+			if err := vt.Join(); err != nil {
+				t.Fatalf("round %d: %v", round, err)
 			}
 		}
 		if n := s.Live(); n != 0 {
@@ -274,9 +301,15 @@ func TestIDsUnique(t *testing.T) {
 		t.Fatal(err)
 	}
 	joinWithin(t, root)
+	last, err := d.Go(func(ctx context.Context) error { return nil }) // from this goroutine
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, last.ID())
+	joinWithin(t, last)
 	for i, id := range ids {
 		if want := root.ID() + 1 + uint64(i); id != want {
-			t.Fatalf("deterministic mode: IDs %v after the root's %d, want consecutive", ids, root.ID())
+			t.Fatalf("deterministic mode: IDs %v after the root's %d, want consecutive, the last one started from outside", ids, root.ID())
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sort"
@@ -116,10 +117,10 @@ type Scheduler struct {
 	closing atomic.Bool
 
 	// The fields from here to the next pad are written by every carrier
-	// as it goes idle, wakes, or uses the global queue: on a cache line of
+	// as it goes idle, wakes, or uses the global queue: on cache lines of
 	// their own, so that the reads above, on every start, do not miss.
 	_       cpu.CacheLinePad
-	mu      sync.Mutex   // guards global, temp, closing transitions
+	mu      sync.Mutex   // guards global, idle and temp
 	global  []*VThread   // submitted from outside carriers, FIFO
 	nglobal atomic.Int32 // len(global), read without the lock by popGlobal and hasGlobal
 	idle    []*carrier   // carriers waiting for work
@@ -133,11 +134,13 @@ type Scheduler struct {
 	// do not all write one cache line (on 16 CPUs, the one shared
 	// counter and ID took a third of skynet's time): each ordinary
 	// carrier's, for what the virtual threads it runs start and what ends
-	// on it, and outside, for the rest (starts from plain goroutines and
-	// compensation carriers, ends off a carrier's usual path). liveCount
-	// adds them up.
+	// on it, and outside, for the rest (starts from plain goroutines,
+	// starts and ends on compensation carriers, ends after a Goexit).
+	// liveCount and Live add them up. outside and ids, written by starts
+	// from outside the carriers, have a cache line of their own too.
 	outside liveShard
 	ids     atomic.Uint64 // the last ID handed out, singly or in a carrier's batch
+	_       cpu.CacheLinePad
 	allDone chan struct{} // closed when closing and the live count reaches 0
 	doneOne sync.Once
 	wg      sync.WaitGroup // carriers and the monitor
@@ -793,10 +796,54 @@ func (s *Scheduler) Pins() []PinEvent {
 }
 
 // Live returns the number of virtual threads started and not finished.
-// While others start and finish, it is a snapshot taken over a short
-// while: a virtual thread live all that while is counted, one that starts
-// or finishes during it may or may not be.
-func (s *Scheduler) Live() int { return int(s.liveCount()) }
+// While others start and finish, it is a count the scheduler had at some
+// moment during the call, or, if threads end during every try to take
+// one, a count that includes every virtual thread live throughout the
+// call and possibly some that started and ended during it.
+func (s *Scheduler) Live() int {
+	best := int64(math.MaxInt64)
+	for range liveTries {
+		n, stable := s.liveSnapshot()
+		if stable {
+			return int(n)
+		}
+		// Each try counts at least the threads live throughout it: the
+		// least counts the fewest that were not.
+		best = min(best, n)
+	}
+	return int(best)
+}
+
+// liveTries is how many times Live tries for a snapshot in which no
+// virtual thread ended.
+const liveTries = 8
+
+// liveSnapshot is liveCount with the ended counts read again after the
+// started ones: if none moved (each only grows, so equal sums mean equal
+// counts), no virtual thread ended while the started counts were read,
+// during which the count only grew, one start at a time, and the result
+// is one it had. It reports whether none moved.
+func (s *Scheduler) liveSnapshot() (n int64, stable bool) {
+	e := s.endedSum()
+	n = s.startedSum() - e
+	return n, s.endedSum() == e
+}
+
+func (s *Scheduler) endedSum() int64 {
+	e := s.outside.ended.Load()
+	for _, c := range s.carriers {
+		e += c.count.ended.Load()
+	}
+	return e
+}
+
+func (s *Scheduler) startedSum() int64 {
+	n := s.outside.started.Load()
+	for _, c := range s.carriers {
+		n += c.count.started.Load()
+	}
+	return n
+}
 
 // A liveShard counts the virtual threads started and ended at one place;
 // a thread may end at another place than it started.
@@ -818,21 +865,15 @@ func (s *Scheduler) shard(c *carrier) *liveShard {
 // liveCount adds up the shards. It reads every ended count before any
 // started count: a virtual thread's start comes before its end, so one
 // counted ended is counted started too, and the sum is never less than
-// the number of virtual threads live throughout the reads. It is 0 only
-// when none is live, once closing has been set: a start after that
+// the number of virtual threads live throughout the reads (it may be
+// more: threads that start and end while it reads are counted). Once
+// closing is set it is 0 only when none is live: a start after that
 // either sees closing, and counts itself out, or is counted here (it
-// counts itself in before it loads closing, which the caller stored
-// before it called this).
+// counts itself in before it loads closing, and the caller had stored
+// closing, or seen it set, before it called this).
 func (s *Scheduler) liveCount() int64 {
-	n := -s.outside.ended.Load()
-	for _, c := range s.carriers {
-		n -= c.count.ended.Load()
-	}
-	n += s.outside.started.Load()
-	for _, c := range s.carriers {
-		n += c.count.started.Load()
-	}
-	return n
+	e := s.endedSum()
+	return s.startedSum() - e
 }
 
 // idBatch is how many IDs a carrier takes at a time for the virtual
@@ -913,8 +954,10 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 
 // ended counts a virtual thread out in sh; the last one out after Shutdown
 // or Close began lets them and the carriers finish. (Every one counted out
-// after that adds up the shards; one of the last two to end concurrently
-// sees the other's end, as each counts itself out before it looks.)
+// after that adds up the shards, one pass each, which costs a read of
+// every carrier's cache line per end while a shutdown drains; one of the
+// last two to end concurrently sees the other's end, as each counts
+// itself out before it looks.)
 func (s *Scheduler) ended(sh *liveShard) {
 	sh.ended.Add(1)
 	if s.closing.Load() {
