@@ -57,8 +57,9 @@ type carrier struct {
 	// count is this carrier's shard of the live count (Scheduler.shard
 	// says which threads it counts); idNext and idEnd, its batch of IDs
 	// (newID). Only what the carrier runs writes them, and only Live and
-	// liveCount read the count elsewhere: they are kept off the cache lines of mu and the queue,
-	// which other carriers write when they steal.
+	// liveCount read the count elsewhere: they are kept off the cache
+	// lines of mu and the queue, which other carriers write when they
+	// steal.
 	_      cpu.CacheLinePad
 	count  liveShard
 	idNext uint64
