@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -24,48 +22,30 @@ func parseScale(r io.Reader, bench, unit string) (*data, error) {
 		yLabel: unit,
 		xName:  "GOMAXPROCS",
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "Benchmark") && !strings.ContainsAny(k, " \t") {
-			d.config[k] = strings.TrimSpace(v)
-			continue
+	err := scanBench(r, d.config, func(name string, procs int, u string, v float64) {
+		impl, ok := strings.CutPrefix(name, bench+"/impl=")
+		if !ok || strings.Contains(impl, "/") || u != unit {
+			return
 		}
-		f := strings.Fields(line)
-		if len(f) < 4 {
-			continue
+		if !slices.Contains(d.impls, impl) {
+			d.impls = append(d.impls, impl)
 		}
-		rest, ok := strings.CutPrefix(f[0], bench+"/impl=")
-		if !ok || strings.Contains(rest, "/") {
-			continue
+		if !slices.Contains(d.depths, procs) {
+			d.depths = append(d.depths, procs)
 		}
-		impl, procs := splitProcs(rest)
-		for i := 2; i+1 < len(f); i += 2 {
-			if f[i+1] != unit {
-				continue
-			}
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("%q: %v", line, err)
-			}
-			if !slices.Contains(d.impls, impl) {
-				d.impls = append(d.impls, impl)
-			}
-			if !slices.Contains(d.depths, procs) {
-				d.depths = append(d.depths, procs)
-			}
-			k := key{impl, procs}
-			d.samples[k] = append(d.samples[k], v)
-		}
+		k := key{impl, procs}
+		d.samples[k] = append(d.samples[k], v)
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(d.depths)
-	return d, sc.Err()
+	return d, nil
 }
 
-// splitProcs splits go test's GOMAXPROCS suffix off a sub-benchmark's
-// last element: "vthread-16" is vthread at 16, "vthread-unlocked" is
-// vthread-unlocked at 1.
+// splitProcs splits go test's GOMAXPROCS suffix off a benchmark's name:
+// "BenchmarkSkynet/impl=vthread-16" is impl=vthread at 16,
+// "BenchmarkSkynet/impl=vthread-unlocked" is impl=vthread-unlocked at 1.
 func splitProcs(s string) (string, int) {
 	if j := strings.LastIndexByte(s, '-'); j > 0 {
 		if n, err := strconv.Atoi(s[j+1:]); err == nil && n > 0 {

@@ -49,37 +49,46 @@ type benchSamples struct {
 
 func parseAll(r io.Reader) (*benchSamples, error) {
 	s := &benchSamples{values: map[string]map[string][]float64{}, config: map[string]string{}}
+	err := scanBench(r, s.config, func(name string, _ int, unit string, v float64) {
+		if s.values[name] == nil {
+			s.values[name] = map[string][]float64{}
+			s.names = append(s.names, name)
+		}
+		s.values[name][unit] = append(s.values[name][unit], v)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// scanBench reads raw benchmark output: it stores each configuration line
+// ("cpu: ...") in config and calls result for each value of each
+// benchmark result line, with the name without go test's GOMAXPROCS
+// suffix and GOMAXPROCS (1 where there is no suffix).
+func scanBench(r io.Reader, config map[string]string, result func(name string, procs int, unit string, v float64)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
 		if k, v, ok := strings.Cut(line, ": "); ok && !strings.HasPrefix(line, "Benchmark") && !strings.ContainsAny(k, " \t") {
-			s.config[k] = strings.TrimSpace(v)
+			config[k] = strings.TrimSpace(v)
 			continue
 		}
 		f := strings.Fields(line)
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
-		name := f[0]
-		if j := strings.LastIndexByte(name, '-'); j > 0 {
-			if _, err := strconv.Atoi(name[j+1:]); err == nil {
-				name = name[:j]
-			}
-		}
+		name, procs := splitProcs(f[0])
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
-				return nil, fmt.Errorf("%q: %v", line, err)
+				return fmt.Errorf("%q: %v", line, err)
 			}
-			if s.values[name] == nil {
-				s.values[name] = map[string][]float64{}
-				s.names = append(s.names, name)
-			}
-			s.values[name][f[i+1]] = append(s.values[name][f[i+1]], v)
+			result(name, procs, f[i+1], v)
 		}
 	}
-	return s, sc.Err()
+	return sc.Err()
 }
 
 func (s *benchSamples) median(name, unit string) (float64, bool) {
