@@ -27,7 +27,7 @@ import (
 func TestNoRecordOutlivesRun(t *testing.T) {
 	outer, inner := scope.New("outer"), scope.New("inner")
 	var droppedN, collected atomic.Int64
-	dropped := func(c *weft.Cont) {
+	drop := func(c *weft.Cont) { // dropped, counting c and its collection
 		droppedN.Add(1)
 		runtime.AddCleanup(c, func(n *atomic.Int64) { n.Add(1) }, &collected)
 		dropped(c)
@@ -39,7 +39,7 @@ func TestNoRecordOutlivesRun(t *testing.T) {
 		func() { // yields, and is dropped suspended
 			c := weft.NewCont(inner, func() { weft.Yield(inner) })
 			c.Run(nil)
-			dropped(c)
+			drop(c)
 		},
 		func() { // panics
 			defer func() { recover() }()
@@ -62,7 +62,7 @@ func TestNoRecordOutlivesRun(t *testing.T) {
 			if weft.Innermost() != nil {
 				panic("a record is left after a yield to the enclosing scope")
 			}
-			dropped(o)
+			drop(o)
 		},
 		func() { // the same, resumed to its end on another goroutine
 			o := weft.NewCont(outer, func() {
