@@ -252,9 +252,15 @@ func (c *carrier) unqueue(vt *VThread) bool {
 	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
 		if c.queue[i] == vt {
 			last := len(c.queue) - 1
-			// The usual case is the newest, i == last: nothing to move.
+			// The newest moves into vt's place. A parent that joins its
+			// children in the order it started them takes the oldest of
+			// them first; shifting the newer ones down cost a pointer
+			// write each, with the collector's write barrier while it
+			// marks (skynet: 4% of its CPU time on 16 CPUs). Only the
+			// order in which others steal the rest changes: the newest,
+			// which its parent joins last, is stolen first.
 			if i < last {
-				copy(c.queue[i:], c.queue[i+1:])
+				c.queue[i] = c.queue[last]
 			}
 			c.queue[last] = nil
 			c.queue = c.queue[:last]
