@@ -4,8 +4,10 @@ package weft
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -671,6 +673,53 @@ func TestStackCopyProbeYield(t *testing.T) {
 		}
 		if useStackCopy != before {
 			t.Fatalf("useStackCopy is %v after the probe, want %v", useStackCopy, before)
+		}
+	}
+}
+
+// TestFinishedKeepsOnlyArrays checks that the end of a body that a Reset
+// will follow (finished with keep) leaves nothing of the record's
+// stack-copying state but the chunk's arrays, emptied of the pointers
+// they held, and the host closure: finished clears the rest field by
+// field, and a field added to scCont or stackChunk and not to finished
+// fails here.
+func TestFinishedKeepsOnlyArrays(t *testing.T) {
+	var c scCont
+	fillNonZero(t, reflect.ValueOf(&c).Elem(), "")
+	mem := make([]uintptr, 8)
+	ptrs := make([]unsafe.Pointer, 4)
+	for i := range ptrs {
+		ptrs[i] = unsafe.Pointer(new(int))
+	}
+	c.chunk.Mem, c.chunk.memLen = unsafe.Pointer(&mem[0]), uint32(len(mem))
+	c.chunk.Ptrs, c.chunk.ptrsLen = unsafe.Pointer(&ptrs[0]), uint32(len(ptrs))
+	c.chunk.PtrTop, c.chunk.ptrHigh = 2, 3
+	host := c.host
+	c.finished(true)
+	keep := map[string]bool{".chunk.Link.Mem": true, ".chunk.memLen": true, ".chunk.Link.Ptrs": true, ".chunk.ptrsLen": true, ".host": true}
+	if bad := nonZeroFields(reflect.ValueOf(&c).Elem(), "", keep); len(bad) > 0 {
+		t.Errorf("finished(true) left %s set", strings.Join(bad, ", "))
+	}
+	if c.chunk.Mem != unsafe.Pointer(&mem[0]) || c.chunk.memLen != 8 || c.chunk.Ptrs != unsafe.Pointer(&ptrs[0]) || c.chunk.ptrsLen != 4 {
+		t.Errorf("finished(true) dropped the arrays: %+v", c.chunk.Link)
+	}
+	if reflect.ValueOf(c.host).Pointer() != reflect.ValueOf(host).Pointer() {
+		t.Error("finished(true) dropped the host closure")
+	}
+	if ptrs[0] != nil || ptrs[1] != nil || ptrs[2] != nil {
+		t.Errorf("finished(true) left pointers below max(PtrTop, ptrHigh): %v", ptrs[:3])
+	}
+	// Without keep, or with arrays too large to keep, nothing is left.
+	for _, keep := range []bool{false, true} {
+		var d scCont
+		fillNonZero(t, reflect.ValueOf(&d).Elem(), "")
+		if keep {
+			d.chunk.Mem, d.chunk.memLen = unsafe.Pointer(&mem[0]), maxKeptArrays // words: over the bytes kept
+			d.chunk.Ptrs, d.chunk.ptrsLen = unsafe.Pointer(&ptrs[0]), uint32(len(ptrs))
+		}
+		d.finished(keep)
+		if bad := nonZeroFields(reflect.ValueOf(&d).Elem(), "", nil); len(bad) > 0 {
+			t.Errorf("finished(%v) with arrays it does not keep left %s set", keep, strings.Join(bad, ", "))
 		}
 	}
 }

@@ -120,11 +120,22 @@ func (c *Cont) resume() (finished bool) {
 
 // finish marks c done and drops what it no longer needs.
 func (c *Cont) finish() {
-	c.owner = nil
+	// Each pointer cleared only if set, as in Reset.
+	if c.owner != nil {
+		c.owner = nil
+	}
 	if c.pt != nil {
 		c.pt.next, c.pt.yield = nil, nil
 	}
-	c.target, c.child, c.parentC = nil, nil, nil
+	if c.target != nil {
+		c.target = nil
+	}
+	if c.child != nil {
+		c.child = nil
+	}
+	if c.parentC != nil {
+		c.parentC = nil
+	}
 	c.sc.finished(c.reused)
 	c.state.Store(int32(stDone))
 }

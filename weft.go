@@ -238,8 +238,36 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
 	// The body's end (finish) left in c.sc only what a reset keeps: the
-	// chunk's emptied arrays and the host closure.
-	c.contHead = contHead{scope: s, reused: true, counted: c.counted}
+	// chunk's emptied arrays and the host closure. contHead starts afresh
+	// field by field, a pointer only if set, as finish leaves most of
+	// them nil: a struct assignment would run the collector's bulk write
+	// barrier over every pointer slot while it marks, once per virtual
+	// thread started (TestResetClearsHead fails if a field is added and
+	// not cleared here).
+	c.local = gls.Local{}
+	if c.scope != s { // an executor resets its records to its one scope
+		c.scope = s
+	}
+	c.state.Store(int32(stNew))
+	c.parentResolved, c.reused = false, true
+	if c.owner != nil {
+		c.owner = nil
+	}
+	if c.onPinned != nil {
+		c.onPinned = nil
+	}
+	if c.parentC != nil {
+		c.parentC = nil
+	}
+	if c.target != nil {
+		c.target = nil
+	}
+	if c.child != nil {
+		c.child = nil
+	}
+	if c.pt != nil {
+		c.pt = nil
+	}
 	if n := c.counters(); n != nil {
 		*n = counters{}
 	}
