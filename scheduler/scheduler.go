@@ -314,12 +314,13 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 		s.ended(sh)
 		return nil, ErrClosed
 	}
-	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn}
+	// Every pointer in the literal: stores into the object just made need
+	// no write barrier, where each later one costs one while the
+	// collector marks.
+	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, ctx: vtContext{parent}, cont: s.newCont(c)}
 	if name != "" {
 		vt.rareLocked().name = name
 	}
-	vt.ctx = vtContext{parent}
-	vt.cont = s.newCont(c)
 	vt.state.Store(vtQueued)
 	s.readyOn(vt, c)
 	return vt, nil
@@ -375,7 +376,9 @@ func vthreadBody() {
 //go:noinline
 func bodyReturned(err error) {
 	vt := Current()
-	vt.err = err
+	if err != nil { // vt.err is nil until now: no write barrier for nil
+		vt.err = err
+	}
 	vt.returned = true
 }
 
@@ -904,7 +907,9 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	if g := vt.group; g != nil {
 		g.childEnded(vt)
 	}
-	vt.node = nil // a handle kept after the end keeps no channel node
+	if vt.node != nil { // each pointer cleared only if set: no write barrier
+		vt.node = nil // a handle kept after the end keeps no channel node
+	}
 	if cont := vt.cont; cont.IsDone() {
 		// Nothing else refers to the record: keep it for the next
 		// virtual thread started on c, or drop it (a Goexit, c nil: a
@@ -921,7 +926,9 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	vt.joinMu.Lock()
 	vt.ended = true
 	joiner := vt.joiner
-	vt.joiner = nil
+	if joiner != nil {
+		vt.joiner = nil
+	}
 	var joinq *waiter
 	if r := vt.rare.Load(); r != nil {
 		if r.done != nil {
