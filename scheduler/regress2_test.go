@@ -231,3 +231,25 @@ func TestWaitGroupGoNil(t *testing.T) {
 	}()
 	wg.Go(s, nil)
 }
+
+// TestNilVThreadPanicsClearly: Unpark, Join and Wait on a nil *VThread (as
+// from Current outside a virtual thread) panic with a message that names
+// the method and where nil handles come from, not a nil dereference.
+func TestNilVThreadPanicsClearly(t *testing.T) {
+	var vt *VThread = Current() // a plain goroutine: nil
+	for name, call := range map[string]func(){
+		"Unpark": func() { vt.Unpark() },
+		"Join":   func() { _ = vt.Join() },
+		"Wait":   func() { _ = vt.Wait(context.Background()) },
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "VThread."+name+" on a nil *VThread") || !strings.Contains(msg, "Current returns nil") {
+					t.Errorf("%s on nil: panicked with %q", name, msg)
+				}
+			}()
+			call()
+		}()
+	}
+}

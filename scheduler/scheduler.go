@@ -314,9 +314,10 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 		s.ended(sh)
 		return nil, ErrClosed
 	}
-	// Every pointer in the literal: stores into the object just made need
-	// no write barrier, where each later one costs one while the
-	// collector marks.
+	// Every pointer in the literal: while the collector marks, the stores
+	// into the new, zeroed object share one write barrier call, which
+	// records only the new pointers (there are no old ones to shade),
+	// where a store after it records both, one call each.
 	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, ctx: vtContext{parent}, cont: s.newCont(c)}
 	if name != "" {
 		vt.rareLocked().name = name
@@ -494,6 +495,9 @@ func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 // calls run). Wait never runs vt itself; use it where a Goexit in vt
 // must leave the caller running.
 func (vt *VThread) Join() error {
+	if vt == nil {
+		nilVThread("Join")
+	}
 	if vt.finished() {
 		return vt.err
 	}
@@ -560,6 +564,9 @@ func (vt *VThread) dropJoiner(w *waiter) {
 // Unlike Join, it never runs vt inside the caller. A virtual thread that
 // waits for itself panics, as Join does.
 func (vt *VThread) Wait(ctx context.Context) error {
+	if vt == nil {
+		nilVThread("Wait")
+	}
 	if vt.finished() {
 		return vt.err
 	}
@@ -668,7 +675,18 @@ func (vt *VThread) park() {
 
 // Unpark makes the permit of vt available and, if vt is parked, makes it
 // runnable. It may be called from any goroutine or virtual thread.
-func (vt *VThread) Unpark() { vt.unparkOn(nil) }
+func (vt *VThread) Unpark() {
+	if vt == nil {
+		nilVThread("Unpark")
+	}
+	vt.unparkOn(nil)
+}
+
+// nilVThread panics for method called on a nil *VThread, with a message
+// that says where such a handle usually comes from.
+func nilVThread(method string) {
+	panic("scheduler: VThread." + method + " on a nil *VThread (Current returns nil outside a virtual thread, and Go and GoNamed return nil with an error)")
+}
 
 // unparkOn is Unpark called by carrier c itself, outside any virtual
 // thread, or by anyone else with c nil: c queues vt if it makes it
