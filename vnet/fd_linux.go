@@ -430,7 +430,8 @@ func sockaddr(family int, a *net.TCPAddr) (unix.Sockaddr, error) {
 }
 
 // sockaddrToTCP converts a socket address to a *net.TCPAddr; a zone is
-// given by its interface index.
+// named by its interface's name, as package net names it, or by its index
+// if no interface has it.
 func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	switch sa := sa.(type) {
 	case *unix.SockaddrInet4:
@@ -438,9 +439,49 @@ func sockaddrToTCP(sa unix.Sockaddr) *net.TCPAddr {
 	case *unix.SockaddrInet6:
 		a := &net.TCPAddr{IP: net.IP(append([]byte(nil), sa.Addr[:]...)), Port: sa.Port}
 		if sa.ZoneId != 0 {
-			a.Zone = strconv.FormatUint(uint64(sa.ZoneId), 10)
+			a.Zone = zones.name(sa.ZoneId)
 		}
 		return a
 	}
 	return nil
+}
+
+// zoneNames maps interface indexes to names for IPv6 zones, as package
+// net's zone cache does: looked up again on a miss, and all of it at
+// most zoneTTL after the last full lookup, as interfaces come and go.
+type zoneNames struct {
+	mu     sync.Mutex
+	names  map[uint32]string
+	loaded time.Time
+}
+
+// zoneTTL is how long zoneNames trusts its interface names (package net
+// uses the same).
+const zoneTTL = time.Minute
+
+var zones zoneNames
+
+// name returns the name of interface index, or index as a decimal number
+// if no interface has it.
+func (z *zoneNames) name(index uint32) string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if name, ok := z.names[index]; ok && time.Since(z.loaded) < zoneTTL {
+		return name
+	}
+	// A miss or an old table: reload it, at most once a second on misses
+	// (an unknown index must not cost a netlink dump per connection).
+	if z.names == nil || time.Since(z.loaded) >= time.Second {
+		if ifs, err := net.Interfaces(); err == nil {
+			z.names = make(map[uint32]string, len(ifs))
+			for _, ifi := range ifs {
+				z.names[uint32(ifi.Index)] = ifi.Name
+			}
+			z.loaded = time.Now()
+		}
+	}
+	if name, ok := z.names[index]; ok {
+		return name
+	}
+	return strconv.FormatUint(uint64(index), 10)
 }
