@@ -15,7 +15,8 @@ import (
 // keeps a local run queue: it pushes and pops at the tail (the virtual
 // threads it made runnable last run first, which keeps a spawning tree
 // depth first and a woken partner hot), and other carriers steal from the
-// head.
+// head. (A Join that takes a thread from the middle, unqueue, moves the
+// tail into its place, so the order is mostly, not strictly, that.)
 type carrier struct {
 	s    *Scheduler
 	id   int
@@ -256,9 +257,11 @@ func (c *carrier) unqueue(vt *VThread) bool {
 			// children in the order it started them takes the oldest of
 			// them first; shifting the newer ones down cost a pointer
 			// write each, with the collector's write barrier while it
-			// marks (skynet: 4% of its CPU time on 16 CPUs). Only the
-			// order in which others steal the rest changes: the newest,
-			// which its parent joins last, is stolen first.
+			// marks (skynet: 4% of its CPU time on 16 CPUs). The order
+			// of the rest changes: thieves, which take the head, now
+			// take the newest first (the one its parent joins last),
+			// and the carrier's own pop and demote, which take the
+			// tail, the one that was next to it.
 			if i < last {
 				c.queue[i] = c.queue[last]
 			}
@@ -348,7 +351,8 @@ func (c *carrier) pop() *VThread {
 	return vt
 }
 
-// steal takes the oldest virtual thread of c's queue.
+// steal takes the virtual thread at the head of c's queue: the oldest,
+// unless an unqueue moved a newer one there.
 func (c *carrier) steal() *VThread {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,0 +1,84 @@
+package scheduler
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestRunQueueModel drives a carrier's run queue with random pushes, pops,
+// steals and unqueues, head moves and compactions included, against a
+// plain slice that does what each is documented to do: push and pop at the
+// tail, steal at the head, unqueue take a thread among the last
+// maxUnqueueScan and move the tail into its place. Nothing may be lost,
+// duplicated or reordered otherwise, and no slot outside the live part may
+// keep a thread (the collector would keep it).
+func TestRunQueueModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	c := newCarrier(&Scheduler{}, 0, false)
+	var model []*VThread
+	pool := make([]*VThread, 300)
+	for i := range pool {
+		pool[i] = &VThread{id: uint64(i + 1)}
+	}
+	queued := map[*VThread]bool{}
+	for step := range 20000 {
+		switch op := rng.IntN(10); {
+		case op < 4: // push one not queued
+			vt := pool[rng.IntN(len(pool))]
+			if queued[vt] {
+				continue
+			}
+			c.push(vt)
+			model = append(model, vt)
+			queued[vt] = true
+		case op < 6:
+			got := c.pop()
+			var want *VThread
+			if len(model) > 0 {
+				want, model = model[len(model)-1], model[:len(model)-1]
+			}
+			if got != want {
+				t.Fatalf("step %d: pop got %v, want %v", step, got, want)
+			}
+			delete(queued, got)
+		case op < 7:
+			got := c.steal()
+			var want *VThread
+			if len(model) > 0 {
+				want, model = model[0], model[1:]
+			}
+			if got != want {
+				t.Fatalf("step %d: steal got %v, want %v", step, got, want)
+			}
+			delete(queued, got)
+		default: // unqueue one of the pool, queued or not
+			vt := pool[rng.IntN(len(pool))]
+			i := slices.Index(model, vt)
+			want := i >= 0 && i >= len(model)-maxUnqueueScan
+			if got := c.unqueue(vt); got != want {
+				t.Fatalf("step %d: unqueue of the thread at %d of %d: got %v, want %v", step, i, len(model), got, want)
+			}
+			if want {
+				last := len(model) - 1
+				model[i] = model[last]
+				model = model[:last]
+				delete(queued, vt)
+			}
+		}
+		live := c.queue[c.head:]
+		if !slices.Equal(live, model) {
+			t.Fatalf("step %d: queue %v, want %v", step, live, model)
+		}
+		for i, vt := range c.queue[:c.head] {
+			if vt != nil {
+				t.Fatalf("step %d: slot %d below the head keeps %v", step, i, vt)
+			}
+		}
+		for i, vt := range c.queue[len(c.queue):cap(c.queue)] {
+			if vt != nil {
+				t.Fatalf("step %d: slot %d past the tail keeps %v", step, len(c.queue)+i, vt)
+			}
+		}
+	}
+}
