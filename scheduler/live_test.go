@@ -313,3 +313,54 @@ func TestIDsUnique(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveAfterJoin: a virtual thread is counted out before its joiners
+// can see it finished, so Live after a Join that returned does not count
+// it. The carrier is held at the end of finish, after it woke the joiner,
+// while the joiner looks (CI once saw Live() = 1 after every Join had
+// returned, when the count came last).
+func TestLiveAfterJoin(t *testing.T) {
+	s, err := New(Options{Carriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	hook := func(*VThread) {
+		select {
+		case held <- struct{}{}:
+			<-release
+		default:
+		}
+	}
+	finishHook.Store(&hook)
+	defer finishHook.Store(nil)
+	for _, how := range []string{"Join", "Wait", "Done"} {
+		vt, err := s.Go(func(ctx context.Context) error { Sleep(time.Millisecond); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch how {
+		case "Join":
+			err = vt.Join()
+		case "Wait":
+			err = vt.Wait(context.Background())
+		case "Done":
+			<-vt.Done()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		n := s.Live()
+		select {
+		case <-held: // the carrier waits at the end of finish
+			release <- struct{}{}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the carrier never reached the end of finish", how)
+		}
+		if n != 0 {
+			t.Errorf("after %s returned: Live() = %d, want 0", how, n)
+		}
+	}
+}

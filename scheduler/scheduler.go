@@ -941,6 +941,14 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		}
 	}
 	vt.state.Store(vtDone)
+	// Counted out as soon as its state says so, and before its joiners
+	// and its Done channel are told: Live after a Join or Wait that
+	// returned, or after Done closed, does not count it (only a Join that
+	// finds the state done in the instant before this may). Counted out
+	// after the state, so that when the last one out while closing
+	// lets the carriers exit, every virtual thread's state says done;
+	// this carrier finishes this call first, and Shutdown waits for it.
+	s.ended(s.shard(c))
 	vt.joinMu.Lock()
 	vt.ended = true
 	joiner := vt.joiner
@@ -974,8 +982,14 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		}
 		w = next
 	}
-	s.ended(s.shard(c))
+	if h := finishHook.Load(); h != nil {
+		(*h)(vt)
+	}
 }
+
+// finishHook, if set (by tests), is called at the end of finish: a test
+// holds the carrier there to look at what the joiners it woke see.
+var finishHook atomic.Pointer[func(*VThread)]
 
 // ended counts a virtual thread out in sh; the last one out after Shutdown
 // or Close began lets them and the carriers finish. (Every one counted out
