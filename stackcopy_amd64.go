@@ -71,8 +71,9 @@ func (c *scCont) finished(keep bool) {
 	// collector marks, a struct assignment runs its bulk write barrier
 	// over every pointer slot of the struct, set or not, and a virtual
 	// thread's record ends once per virtual thread (skynet, on 16 CPUs:
-	// 3% of its CPU time in finished's). TestFinishedKeepsOnlyArrays
-	// fails if a field is added and not cleared here.
+	// 3% of its CPU time in this function's barrier).
+	// TestFinishedKeepsOnlyArrays fails if a field is added and not
+	// cleared here.
 	k.TopOff, k.MemTop, k.PtrTop, k.Thawed = 0, 0, 0, 0
 	k.ptrHigh, k.unwound = 0, 0
 	if k.tmpl != nil {

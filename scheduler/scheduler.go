@@ -682,7 +682,7 @@ func (vt *VThread) Unpark() {
 	vt.unparkOn(nil)
 }
 
-// nilVThread panics for method called on a nil *VThread, with a message
+// nilVThread panics for a method called on a nil *VThread, with a message
 // that says where such a handle usually comes from.
 func nilVThread(method string) {
 	panic("scheduler: VThread." + method + " on a nil *VThread (Current returns nil outside a virtual thread, and Go and GoNamed return nil with an error)")
@@ -943,11 +943,12 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	vt.state.Store(vtDone)
 	// Counted out as soon as its state says so, and before its joiners
 	// and its Done channel are told: Live after a Join or Wait that
-	// returned, or after Done closed, does not count it (only a Join that
-	// finds the state done in the instant before this may). Counted out
-	// after the state, so that when the last one out while closing
-	// lets the carriers exit, every virtual thread's state says done;
-	// this carrier finishes this call first, and Shutdown waits for it.
+	// returned, or after Done closed, does not count it (a Join that
+	// finds the state done in the instant before the count drops may
+	// still see it counted). Counted out after the state, so that when
+	// the last one out while closing lets the carriers exit, every
+	// virtual thread's state says done; this carrier finishes this call
+	// first, and Shutdown waits for it.
 	s.ended(s.shard(c))
 	vt.joinMu.Lock()
 	vt.ended = true
