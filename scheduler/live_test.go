@@ -326,6 +326,7 @@ func TestLiveAfterJoin(t *testing.T) {
 	}
 	defer s.Close()
 	release := make(chan struct{})
+	defer close(release) // before Close: a carrier held in the hook goes on
 	held := make(chan struct{}, 1)
 	hook := func(*VThread) {
 		select {
