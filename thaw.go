@@ -120,21 +120,9 @@ func (c *Cont) resume() (finished bool) {
 
 // finish marks c done and drops what it no longer needs.
 func (c *Cont) finish() {
-	// Each pointer cleared only if set, as in Reset.
-	if c.owner != nil {
-		c.owner = nil
-	}
+	c.dropLinks()
 	if c.pt != nil {
 		c.pt.next, c.pt.yield = nil, nil
-	}
-	if c.target != nil {
-		c.target = nil
-	}
-	if c.child != nil {
-		c.child = nil
-	}
-	if c.parentC != nil {
-		c.parentC = nil
 	}
 	c.sc.finished(c.reused)
 	c.state.Store(int32(stDone))

@@ -250,11 +250,26 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	}
 	c.state.Store(int32(stNew))
 	c.parentResolved, c.reused = false, true
-	if c.owner != nil {
-		c.owner = nil
-	}
+	c.dropLinks() // finish did; a Reset must not rely on it
 	if c.onPinned != nil {
 		c.onPinned = nil
+	}
+	if c.pt != nil {
+		c.pt = nil
+	}
+	if n := c.counters(); n != nil {
+		*n = counters{}
+	}
+	c.sc.body = body
+}
+
+// dropLinks clears the record's owner and its links to other records,
+// each only if set: storing nil over nil would still run the collector's
+// write barrier while it marks (finish and Reset run once per virtual
+// thread).
+func (c *contHead) dropLinks() {
+	if c.owner != nil {
+		c.owner = nil
 	}
 	if c.parentC != nil {
 		c.parentC = nil
@@ -265,13 +280,6 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if c.child != nil {
 		c.child = nil
 	}
-	if c.pt != nil {
-		c.pt = nil
-	}
-	if n := c.counters(); n != nil {
-		*n = counters{}
-	}
-	c.sc.body = body
 }
 
 // Scope returns the scope the continuation is delimited by.
