@@ -280,21 +280,10 @@ func Unbind(g uintptr) {
 	tableUnbind(g)
 }
 
-// Current returns the calling goroutine's record, or nil. The engine and
-// the scheduler ask it several times for each virtual thread they start
-// or switch: with the record in the goroutine's word it is a call to find
-// the goroutine and a load. (Its two calls, that one and the table's,
-// put it over the inliner's budget.)
-func Current() *Local {
-	if wordOK {
-		return loadWord(word())
-	}
-	return tableCurrent()
-}
-
 // tableCurrent is Current on the table, with lookup inlined: one call (to
 // find the goroutine) in all. It is kept out of Current, which stays
-// short for the word.
+// short for the word (and on linux/amd64 jumps here when records are
+// not kept in words).
 //
 //go:noinline
 func tableCurrent() *Local {

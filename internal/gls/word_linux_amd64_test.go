@@ -105,6 +105,41 @@ func TestWordInUse(t *testing.T) {
 	}
 }
 
+// Current, in assembly, reads the word, and the table where records are
+// not kept in words (wordOK false: its jump to tableCurrent).
+func TestCurrentWordAndTable(t *testing.T) {
+	if Current() != nil {
+		t.Fatal("Current() on a goroutine with no record is not nil")
+	}
+	l := &Local{}
+	g := Bind(l)
+	if Current() != l {
+		t.Fatal("Current() after Bind is not the record in the word")
+	}
+	Unbind(g)
+	if Current() != nil {
+		t.Fatal("Current() after Unbind is not nil")
+	}
+	// The table's path, as a runtime that used the word would take it.
+	// Nothing else in this test binary binds records meanwhile.
+	wordOK = false
+	defer func() { wordOK = true }()
+	if Current() != nil {
+		t.Fatal("Current() on the table, with no record, is not nil")
+	}
+	g = Bind(l)
+	if *word() != 0 {
+		t.Fatal("Bind with wordOK false stored the record in the word")
+	}
+	if Current() != l {
+		t.Fatal("Current() on the table is not the record bound there")
+	}
+	Unbind(g)
+	if Current() != nil {
+		t.Fatal("Current() on the table after Unbind is not nil")
+	}
+}
+
 // The runtime leaves the word zero on goroutines that never bound a
 // record, the ones it reuses the descriptors of included.
 func TestWordZeroOnFreshGoroutines(t *testing.T) {
