@@ -878,7 +878,7 @@ func (c *stackChunk) roomFor(t *captureTemplate) {
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	h := c.memory()[top-arch.RecordHeader : top]
 	top0, ptop0 := top-int(h[5]), ptop-int(h[4]>>32)
-	if need := top0 + t.words + len(t.table) + arch.RecordHeader; need > int(c.memLen) {
+	if need := top0 + t.words + len(t.tail); need > int(c.memLen) {
 		mem := make([]uintptr, need)
 		copy(mem, c.memory()[:top])
 		c.Mem, c.memLen = unsafe.Pointer(unsafe.SliceData(mem)), uint32(len(mem))
@@ -998,7 +998,7 @@ func (s *captureScratch) copyRegion(base unsafe.Pointer, g *rt.G, n int) (words 
 	}
 	words = s.words[:n]
 	s.words = words
-	lo, gLo, gHi = snapshot(words, base, g)
+	lo, gLo, gHi = snapshot(unsafe.Pointer(unsafe.SliceData(words)), n, base, g)
 	// Every saved frame pointer but the outermost must point at the next
 	// frame's own: push stores them as that link, and thaw rebuilds it.
 	for _, i := range s.bps {
@@ -1044,7 +1044,7 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 	return at, found
 }
 
-// snapshot copies len(words) stack words from base into words and returns
+// snapshot copies n stack words from base to dst and returns
 // base and g's stack bounds as integers, all taken at one stack position:
 // it is a nosplit function of its own (not inlined, so that the property
 // holds whatever its caller looks like), so the stack cannot grow while it
@@ -1057,10 +1057,10 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 //go:nosplit
 //go:norace
 //go:nocheckptr
-func snapshot(words []uintptr, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
+func snapshot(dst unsafe.Pointer, n int, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
 	// copy compiles to a call of runtime.memmove, which is nosplit and
 	// has no safe point: a word-at-a-time loop took twice the
 	// instructions.
-	copy(words, unsafe.Slice((*uintptr)(base), len(words)))
+	copy(unsafe.Slice((*uintptr)(dst), n), unsafe.Slice((*uintptr)(base), n))
 	return uintptr(base), g.StackLo, g.StackHi
 }

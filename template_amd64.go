@@ -45,16 +45,23 @@ type captureTemplate struct {
 	stopPC   uintptr // the return address into arch.Thaw above the region
 	stopSize uint32  // arch.Thaw's frame size
 	words    int     // the region's words, the outermost frame's arguments included
+	// links are the region's saved-frame-pointer slots but the
+	// outermost's, innermost first (nf-1 of them): each slot's word index
+	// and the word index of the next slot, which the slot holds on the
+	// stack as an address and in the record as that index.
+	links [maxTemplateFrames - 1]bpLink
 	// ptrWords are the words the stack maps mark live.
 	ptrWords []uint32
-	// table is the record's tables as written after the image: the
-	// pointer word indexes (every live word, nil or not) and the
-	// references (the saved-frame-pointer links).
-	table []uintptr
+	// tail is what the record holds after the image: its tables (the
+	// pointer word indexes, every live word, nil or not, two to a word;
+	// the references, none) and its header, flags clear.
+	tail []uintptr
 	// deferAt are the byte offsets of frames' open-coded defer bits.
 	deferAt []uint32
-	header  [arch.RecordHeader]uintptr // flags left clear
 }
+
+// bpLink is a saved-frame-pointer slot of a template's region.
+type bpLink struct{ at, next uint32 }
 
 // templateCacheBits sizes the template cache: 256 direct-mapped entries.
 const templateCacheBits = 8
@@ -66,7 +73,7 @@ var templateCache [1 << templateCacheBits]atomic.Pointer[captureTemplate]
 // frozenBytes returns the bytes of stack a capture with t freezes: its
 // region less the outermost frame's arguments.
 func (t *captureTemplate) frozenBytes() uintptr {
-	return (uintptr(t.words) - t.header[0]>>32) * wordSize
+	return (uintptr(t.words) - t.tail[len(t.tail)-arch.RecordHeader]>>32) * wordSize
 }
 
 func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
@@ -85,7 +92,11 @@ func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
 //
 // It makes no call that could move the stack between the walk and the
 // copy (snapshot is nosplit), and re-reads pointers from the live stack
-// through base, as captureIn does.
+// through base, as captureIn does. It addresses the chunk's arrays by
+// pointer arithmetic, within the bounds its room check has established:
+// every index it uses comes from t, made for a record of t's size. (With
+// slices, their bounds checks and the spills they caused, a ping-pong's
+// capture took about 400 instructions.)
 func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer, skip bool) bool {
 	if pc != t.selfPC || skip != (t.skipPC != 0) {
 		return false
@@ -100,12 +111,14 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 		sp = unsafe.Add(sp, t.skipSize)
 	}
 	base := sp
-	for i := range t.nf {
-		if pc != t.pcs[i] {
+	pcs := t.pcs[:t.nf]
+	sizes := t.sizes[:len(pcs)]
+	for i, want := range pcs {
+		if pc != want {
 			return false
 		}
-		pc = *(*uintptr)(unsafe.Add(sp, t.sizes[i]-8))
-		sp = unsafe.Add(sp, t.sizes[i])
+		pc = *(*uintptr)(unsafe.Add(sp, sizes[i]-8))
+		sp = unsafe.Add(sp, sizes[i])
 	}
 	if pc != t.stopPC || *(*unsafe.Pointer)(unsafe.Add(sp, t.stopSize)) != unsafe.Pointer(&c.Link) {
 		return false
@@ -116,62 +129,55 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	}
 
 	// Room, beyond the chunk's top: nothing is committed until the end.
-	top, ptop := int(c.MemTop), int(c.PtrTop)
-	size := t.words + len(t.table) + arch.RecordHeader
-	np := len(t.ptrWords)
-	if top+size > int(c.memLen) || ptop+np > int(c.ptrsLen) {
+	top, ptop := uintptr(c.MemTop), uintptr(c.PtrTop)
+	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
+	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
 		return false
 	}
-	rec, all := c.memory()[top:top+size], c.pointers()
-	img := rec[:t.words]
-	lo, gLo, gHi := snapshot(img, base, g)
-	// img is indexed below without bounds checks: every word index comes
-	// from the template, made for an image of t.words words.
-	im := unsafe.Pointer(unsafe.SliceData(img))
+	im := unsafe.Add(c.Mem, top*wordSize) // the record, its image first
+	lo, gLo, gHi := snapshot(im, t.words, base, g)
 	// The saved frame pointers, each the next one's slot, chained by
 	// word index (see arch.RecordHeader).
-	sizes, off := t.sizes[:t.nf], uint32(0)
-	for i := 1; i < len(sizes); i++ {
-		off += sizes[i-1]
-		p := (*uintptr)(unsafe.Add(im, uintptr(off/uint32(wordSize)-2)*wordSize))
-		next := uintptr((off+sizes[i])/uint32(wordSize) - 2)
-		if *p != lo+next*wordSize {
+	for _, l := range t.links[:len(pcs)-1] {
+		p := (*uintptr)(unsafe.Add(im, uintptr(l.at)*wordSize))
+		if *p != lo+uintptr(l.next)*wordSize {
 			return false
 		}
-		*p = next
+		*p = uintptr(l.next)
 	}
-	// The pointer words move to the chunk's pointer array. The loop is
-	// over ptrs, which the compiler then knows k to be within, and
-	// ptrWords is cut to its length. (This loop runs for every pointer
-	// word of every fast capture; with bounds checks and the spills they
-	// caused it took half as many instructions again.)
-	ptrs := all[ptop : ptop+np]
-	pw, span := t.ptrWords[:len(ptrs)], gHi-gLo
-	for k := range ptrs {
-		w := uintptr(pw[k]) * wordSize
-		if *(*uintptr)(unsafe.Add(im, w))-gLo < span { // a pointer into the stack
-			clear(ptrs[:k])
+	// The pointer words move to the chunk's pointer array, each read
+	// again from the live stack as a pointer (the collector sees the
+	// store), and zeroed in the image.
+	ptrs, span := unsafe.Add(c.Ptrs, ptop*wordSize), gHi-gLo
+	for k, w := range t.ptrWords {
+		off := uintptr(w) * wordSize
+		if *(*uintptr)(unsafe.Add(im, off))-gLo < span { // a pointer into the stack
+			for j := range k {
+				*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(j)*wordSize)) = nil
+			}
 			return false
 		}
-		ptrs[k] = *(*unsafe.Pointer)(unsafe.Add(base, w))
-		*(*uintptr)(unsafe.Add(im, w)) = 0
+		*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(k)*wordSize)) = *(*unsafe.Pointer)(unsafe.Add(base, off))
+		*(*uintptr)(unsafe.Add(im, off)) = 0
 	}
-	// Word loops: runtime.memmove costs more to call than these copies.
-	tab := rec[t.words : t.words+len(t.table)]
-	for i, v := range t.table {
-		tab[i] = v
+	// The tables and the header. Word loops: runtime.memmove costs more
+	// to call than these copies.
+	tl := unsafe.Add(im, uintptr(t.words)*wordSize)
+	for i, v := range t.tail {
+		*(*uintptr)(unsafe.Add(tl, uintptr(i)*wordSize)) = v
 	}
-	h := (*[arch.RecordHeader]uintptr)(rec[size-arch.RecordHeader:])
-	*h = t.header
 	for _, off := range t.deferAt {
-		if *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(img)), off)) != 0 {
-			h[0] |= arch.RecordDefers
+		if *(*byte)(unsafe.Add(im, off)) != 0 {
+			*(*uintptr)(unsafe.Add(im, (size-arch.RecordHeader)*wordSize)) |= arch.RecordDefers
 		}
 	}
-	c.MemTop = uintptr(top + size)
-	c.PtrTop = uintptr(ptop + np)
-	if int(c.ptrHigh) > ptop+np {
-		clear(all[ptop+np : c.ptrHigh]) // pointers of records thawed since
+	c.MemTop = top + size
+	c.PtrTop = ptop + np
+	if high := uintptr(c.ptrHigh); high > ptop+np {
+		// Pointers of records thawed since.
+		for j := ptop + np; j < high; j++ {
+			*(*unsafe.Pointer)(unsafe.Add(c.Ptrs, j*wordSize)) = nil
+		}
 	}
 	c.ptrHigh = uint32(ptop + np)
 	return true
@@ -237,11 +243,12 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 var templateAtHook func()
 
 // templateFor returns the template of the region s has just captured
-// into a single record, or nil if the region does not qualify. It shares a
+// into a single record, or nil if the region does not qualify (it has a
+// frame at least: fastCapture relies on it). It shares a
 // published template of the same chain, and publishes a new one otherwise.
 func (s *captureScratch) templateFor() *captureTemplate {
 	nf := len(s.frames)
-	if !s.barrier || s.objects || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
+	if nf == 0 || !s.barrier || s.objects || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
 		return nil
 	}
 	var pcs [maxTemplateFrames]uintptr
@@ -280,21 +287,27 @@ func (s *captureScratch) templateFor() *captureTemplate {
 	if nf > 1 && s.outerBP < 0 {
 		return nil
 	}
-	t.table = make([]uintptr, (np+1)/2)
-	copy(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.table))), np), t.ptrWords)
+	off := uint32(0)
+	for i := 1; i < nf; i++ {
+		off += t.sizes[i-1]
+		t.links[i-1] = bpLink{at: off/uint32(wordSize) - 2, next: (off+t.sizes[i])/uint32(wordSize) - 2}
+	}
+	ntab := (np + 1) / 2
+	t.tail = make([]uintptr, ntab+arch.RecordHeader)
+	copy(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.tail))), np), t.ptrWords)
 	outerBP, bpFirst := uint32(arch.NoBP), uint32(0)
 	if s.outerBP >= 0 {
 		outerBP, bpFirst = uint32(s.outerBP), (s.frames[0].fp-2*uint32(wordSize))/uint32(wordSize)
 	}
-	size := len(s.words) + len(t.table) + arch.RecordHeader
-	t.header = [arch.RecordHeader]uintptr{
+	size := len(s.words) + len(t.tail)
+	copy(t.tail[ntab:], []uintptr{
 		recordFlags(false, bpFirst, s.outerArgs/uint32(wordSize)),
 		uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32,
 		s.frames[0].pc,
 		uintptr(nf) << 32, // no references
 		uintptr(len(s.words)) | uintptr(np)<<32,
 		uintptr(size),
-	}
+	})
 	slot.Store(t)
 	return t
 }
