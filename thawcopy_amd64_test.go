@@ -11,17 +11,17 @@ import (
 	"github.com/weftrt/weft/internal/rt"
 )
 
-// thawPop copies a record's frames four words at a time, then two, then
-// one, from the bottom up: the last words copied are the top of the
+// thawPop copies a record's frames eight words at a time, then four, two
+// and one, from the bottom up: the last words copied are the top of the
 // record's outermost frame. These bodies yield twice from frames with 5 to
 // 12 words of locals (and a heap pointer each, for the pointer table), so
 // that the second capture's record, the frames thawed since the first,
 // ends with that frame, and the record's length covers every remainder
-// modulo 4 (the frames under it, scYieldKeeps's and scYield's, are the same
+// modulo 8 (the frames under it, scYieldKeeps's and scYield's, are the same
 // in all). Every word of the frame but the two that a thaw rewrites must
 // come back as it was, with a collection between the rounds. (Dropping
-// the two-word copy fails it; a wrong last word does not, as that word is
-// the return address, which the thaw replaces with the barrier's.)
+// the four- or two-word copy fails it; a wrong last word does not, as that
+// word is the return address, which the thaw replaces with the barrier's.)
 func TestThawCopiesEveryWord(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
@@ -45,10 +45,10 @@ func TestThawCopiesEveryWord(t *testing.T) {
 		if bad != 0 {
 			t.Errorf("frame %d: %d of %d rounds came back with a wrong word", k, bad, rounds)
 		}
-		sizes[lastFrameWords%4] = true
+		sizes[lastFrameWords%8] = true
 	}
-	if len(sizes) != 4 {
-		t.Errorf("the frames' sizes cover remainders %v modulo 4 words, want all four", sizes)
+	if len(sizes) != 8 {
+		t.Errorf("the frames' sizes cover remainders %v modulo 8 words, want all eight", sizes)
 	}
 }
 

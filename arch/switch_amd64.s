@@ -105,27 +105,40 @@ TEXT ·thawPop(SB), NOSPLIT|NOFRAME, $0-0
 	ADDQ	R11, SI	// SI: the record's start
 	MOVQ	DI, R12	// R12: the base
 	MOVQ	0(SP), DX	// DX: BarrierPC (the copy overwrites 0(SP))
-	// The frames, four words at a time through X15, then two, then one:
-	// records are small, and REP MOVSQ costs more to start than such a
-	// copy takes. X15 is the only vector register free here (X0-X14 may
+	// The frames, eight words at a time through X15, then four, two and
+	// one: records are small, and REP MOVSQ costs more to start than such
+	// a copy takes. X15 is the only vector register free here (X0-X14 may
 	// hold the results of the frame that returned into the barrier); it
 	// is zeroed again before the jump, as ABIInternal wants it. (No CALL
 	// here: thawPop's callee would push its return address into the words
 	// being copied.)
 	MOVQ	R13, CX
 	SHRQ	$3, CX	// CX: words to copy
-	CMPQ	CX, $4
-	JCS	copy2
+	CMPQ	CX, $8
+	JCS	copy4
+copy8:
+	MOVUPS	(SI), X15
+	MOVUPS	X15, (DI)
+	MOVUPS	16(SI), X15
+	MOVUPS	X15, 16(DI)
+	MOVUPS	32(SI), X15
+	MOVUPS	X15, 32(DI)
+	MOVUPS	48(SI), X15
+	MOVUPS	X15, 48(DI)
+	ADDQ	$64, SI
+	ADDQ	$64, DI
+	SUBQ	$8, CX
+	CMPQ	CX, $8
+	JCC	copy8
 copy4:
+	TESTQ	$4, CX
+	JEQ	copy2
 	MOVUPS	(SI), X15
 	MOVUPS	X15, (DI)
 	MOVUPS	16(SI), X15
 	MOVUPS	X15, 16(DI)
 	ADDQ	$32, SI
 	ADDQ	$32, DI
-	SUBQ	$4, CX
-	CMPQ	CX, $4
-	JCC	copy4
 copy2:
 	TESTQ	$2, CX
 	JEQ	copy1
@@ -184,16 +197,16 @@ cdone3:
 	MOVQ	R9, Link_PtrTop(R8)
 	MOVQ	Link_Ptrs(R8), R10
 	LEAQ	(R10)(R9*8), R10
-ploop:
 	TESTQ	CX, CX
 	JEQ	pdone
+ploop:
 	MOVQ	(R10), AX
 	MOVLQZX	(SI), BX
 	MOVQ	AX, (R12)(BX*8)
 	ADDQ	$8, R10
 	ADDQ	$4, SI
 	DECQ	CX
-	JMP	ploop
+	JNE	ploop
 pdone:
 	// Pointers into the record: base + offset.
 	MOVLQZX	-24(R11), CX
