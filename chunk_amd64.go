@@ -1044,6 +1044,9 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 	return at, found
 }
 
+// maxWords bounds the words snapshot copies: 8 GB of them.
+const maxWords = 1 << 30
+
 // snapshot copies n stack words from base to dst and returns
 // base and g's stack bounds as integers, all taken at one stack position:
 // it is a nosplit function of its own (not inlined, so that the property
@@ -1060,7 +1063,10 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 func snapshot(dst unsafe.Pointer, n int, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
 	// copy compiles to a call of runtime.memmove, which is nosplit and
 	// has no safe point: a word-at-a-time loop took twice the
-	// instructions.
-	copy(unsafe.Slice((*uintptr)(dst), n), unsafe.Slice((*uintptr)(base), n))
+	// instructions. The slices are of array pointers, which costs a
+	// bounds check each where unsafe.Slice checks its length for
+	// overflow and nil: n is at most a stack's words (the runtime's
+	// stacks stop at 1 GB on 64-bit systems, an eighth of maxWords).
+	copy((*[maxWords]uintptr)(dst)[:n:n], (*[maxWords]uintptr)(base)[:n:n])
 	return uintptr(base), g.StackLo, g.StackHi
 }

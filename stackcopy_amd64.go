@@ -147,7 +147,9 @@ func (c *scCont) prepareThaw() {
 	// Room for the first record, so that Thaw rarely has to grow the
 	// stack itself: a comparison when there is.
 	if top := c.chunk.MemTop; top > 0 {
-		n := uint32(c.chunk.memory()[top-2]) // the image words of the last record
+		// The image words of the last record (its header's -2 word), read
+		// without memory()'s slice: MemTop is within the array.
+		n := uint32(*(*uintptr)(unsafe.Add(c.chunk.Mem, (top-2)*wordSize)))
 		ensureStack(uintptr(n)*wordSize + 8<<10)
 	}
 	if c.elided {

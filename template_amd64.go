@@ -160,12 +160,9 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 		*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(k)*wordSize)) = *(*unsafe.Pointer)(unsafe.Add(base, off))
 		*(*uintptr)(unsafe.Add(im, off)) = 0
 	}
-	// The tables and the header. Word loops: runtime.memmove costs more
-	// to call than these copies.
-	tl := unsafe.Add(im, uintptr(t.words)*wordSize)
-	for i, v := range t.tail {
-		*(*uintptr)(unsafe.Add(tl, uintptr(i)*wordSize)) = v
-	}
+	// The tables and the header.
+	tail := t.tail
+	copy((*[maxWords]uintptr)(unsafe.Add(im, uintptr(t.words)*wordSize))[:len(tail):len(tail)], tail)
 	for _, off := range t.deferAt {
 		if *(*byte)(unsafe.Add(im, off)) != 0 {
 			*(*uintptr)(unsafe.Add(im, (size-arch.RecordHeader)*wordSize)) |= arch.RecordDefers
