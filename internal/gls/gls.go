@@ -312,25 +312,18 @@ type Slot struct {
 	c *cell    // its cell in the table, otherwise
 }
 
-// Push makes l the calling goroutine's record and returns its slot and
-// the record it replaced, which Pop puts back. A goroutine that pushed
-// must pop before it ends, and keep l's owner reachable meanwhile.
-func Push(l *Local) (Slot, *Local) {
-	if wordOK {
-		w := word()
-		prev := loadWord(w)
-		storeWord(w, l)
-		return Slot{w: w}, prev
-	}
-	return tablePush(l)
-}
-
 // Pop puts back the record that Push replaced. It must be called on the
-// goroutine that called Push.
+// goroutine that called Push. (The table's store is out of line, so that
+// Pop inlines.)
 func (s Slot) Pop(prev *Local) {
 	if s.w != nil {
 		storeWord(s.w, prev)
 		return
 	}
-	s.c.l.Store(prev)
+	s.popTable(prev)
 }
+
+// popTable is Pop for a slot in the table.
+//
+//go:noinline
+func (s Slot) popTable(prev *Local) { s.c.l.Store(prev) }

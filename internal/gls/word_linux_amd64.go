@@ -64,3 +64,12 @@ func wordOfG(g uintptr) *uintptr {
 // the inliner's budget). Without the word (wordOK false) it goes on to
 // tableCurrent.
 func Current() *Local
+
+// Push makes l the calling goroutine's record and returns its slot and
+// the record it replaced, which Pop puts back. A goroutine that pushed
+// must pop before it ends, and keep l's owner reachable meanwhile. Every
+// mount of a continuation pushes, so it is in assembly too
+// (current_linux_amd64.s): the slot is the goroutine's word, found
+// through the g in thread-local storage, or without words (wordOK false)
+// the table's, from tablePush.
+func Push(l *Local) (s Slot, prev *Local)

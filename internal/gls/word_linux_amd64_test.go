@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/weftrt/weft/arch"
 )
 
 // The word this build keeps records in must be runtime.g.racectx, an
@@ -138,6 +140,44 @@ func TestCurrentWordAndTable(t *testing.T) {
 	if Current() != nil {
 		t.Fatal("Current() on the table after Unbind is not nil")
 	}
+}
+
+// Push, in assembly, swaps the record in the word, and in the table where
+// records are not kept in words; Pop puts the one before back.
+func TestPushPopWordAndTable(t *testing.T) {
+	check := func(where string) {
+		outer, inner := &Local{}, &Local{}
+		s1, prev := Push(outer)
+		if prev != nil || Current() != outer {
+			t.Fatalf("%s: Push(outer) replaced %p (want nil), Current() = %p (want outer)", where, prev, Current())
+		}
+		s2, prev := Push(inner)
+		if prev != outer || Current() != inner {
+			t.Fatalf("%s: Push(inner) replaced %p (want outer), Current() = %p (want inner)", where, prev, Current())
+		}
+		if wordOK != (s2.w != nil) {
+			t.Fatalf("%s: the slot's word is %p with wordOK %v", where, s2.w, wordOK)
+		}
+		s2.Pop(prev)
+		if Current() != outer {
+			t.Fatalf("%s: Current() after the inner Pop is not outer", where)
+		}
+		s1.Pop(nil)
+		if Current() != nil {
+			t.Fatalf("%s: Current() after the outer Pop is not nil", where)
+		}
+	}
+	check("word")
+	if *word() != 0 {
+		t.Fatal("the word is not zero after the pops")
+	}
+	wordOK = false
+	defer func() { wordOK = true }()
+	check("table")
+	if *word() != 0 {
+		t.Fatal("Push with wordOK false stored a record in the word")
+	}
+	Unbind(arch.G()) // the place tablePush kept
 }
 
 // The runtime leaves the word zero on goroutines that never bound a

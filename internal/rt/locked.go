@@ -112,10 +112,6 @@ func InitLockCount() {
 	lockedExtOff = lockedExtOffset()
 }
 
-// CurLockCount is LockCount after InitLockCount, for the yield and mount
-// paths: it reads 0 if the field was not found.
-func CurLockCount() uint32 { return lockCountOf(arch.GPointer()) }
-
 // lockCountOf is CurLockCount for g, the calling goroutine's runtime.g.
 func lockCountOf(g unsafe.Pointer) uint32 {
 	off := lockedExtOff

@@ -163,11 +163,19 @@ func TestLockCount(t *testing.T) {
 				done <- fmt.Sprintf("LockCount = %d after %d LockOSThread calls", n, want)
 				return
 			}
+			if c := CurLockCount(); c != want {
+				done <- fmt.Sprintf("CurLockCount = %d after %d LockOSThread calls", c, want)
+				return
+			}
 			runtime.LockOSThread()
 		}
 		for want := uint32(3); want > 0; want-- {
 			if n, _ := LockCount(); n != want {
 				done <- fmt.Sprintf("LockCount = %d with %d LockOSThread calls outstanding", n, want)
+				return
+			}
+			if c := CurLockCount(); c != want {
+				done <- fmt.Sprintf("CurLockCount = %d with %d LockOSThread calls outstanding", c, want)
 				return
 			}
 			runtime.UnlockOSThread()
