@@ -633,3 +633,46 @@ func TestCurrentInsideUserContinuation(t *testing.T) {
 		t.Fatalf("Current() in the body, one and two continuations deep = %v, %v, %v; want %v each", self, outer, inner, vt)
 	}
 }
+
+// A panic and a runtime.Goexit raised inside continuations that a virtual
+// thread's body mounted unwind out of them into the body's deferred
+// call, which must find the virtual thread itself (the continuations have
+// unmounted by then): Join reports the panic, with the OnPanic handler
+// called for that thread, and ErrGoexit; a returned error after a nested
+// continuation ran is the thread's too.
+func TestBodyEndsInsideUserContinuation(t *testing.T) {
+	us := scope.New("user")
+	var handled atomic.Pointer[VThread]
+	s := newTest(t, Options{Carriers: 1, OnPanic: func(vt *VThread, v any) { handled.Store(vt) }})
+	nested := func(end func()) {
+		continuation.New(us, func() {
+			continuation.New(scope.New("inner"), end).Run()
+		}).Run()
+	}
+	p := goOrFatal(t, s, func(ctx context.Context) error {
+		nested(func() { panic("deep") })
+		return nil
+	})
+	var pe *PanicError
+	if err := joinWithin(t, p); !errors.As(err, &pe) || pe.Value != "deep" {
+		t.Fatalf("Join after a panic two continuations deep = %v, want the panic", err)
+	}
+	if got := handled.Load(); got != p {
+		t.Fatalf("OnPanic got %v, want the panicking thread %v", got, p)
+	}
+	g := goOrFatal(t, s, func(ctx context.Context) error {
+		nested(runtime.Goexit)
+		return nil
+	})
+	if err := joinWithin(t, g); !errors.Is(err, ErrGoexit) {
+		t.Fatalf("Join after a Goexit two continuations deep = %v, want ErrGoexit", err)
+	}
+	want := errors.New("mine")
+	r := goOrFatal(t, s, func(ctx context.Context) error {
+		nested(func() {})
+		return want
+	})
+	if err := joinWithin(t, r); err != want {
+		t.Fatalf("Join after nested continuations ran = %v, want the body's error", err)
+	}
+}
