@@ -252,7 +252,7 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 		// thaws every frame under it (a ping-pong over two Chans:
 		// docs/benchmarks.md).
 		for w.state.Load() == waiting {
-			if !w.vt.permit.CompareAndSwap(true, false) {
+			if !w.vt.permit.Load() || !w.vt.permit.CompareAndSwap(true, false) {
 				w.vt.action = actPark
 				if _, perr := weft.Yield(vthreadScope); perr != nil {
 					parkPinned(perr)
@@ -344,7 +344,7 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 	if w := n.w; w.vt != nil && ctx == nil && d < 0 {
 		// await's w.parkUntilWoken, by hand, as in send.
 		for w.state.Load() == waiting {
-			if !w.vt.permit.CompareAndSwap(true, false) {
+			if !w.vt.permit.Load() || !w.vt.permit.CompareAndSwap(true, false) {
 				w.vt.action = actPark
 				if _, perr := weft.Yield(vthreadScope); perr != nil {
 					parkPinned(perr)

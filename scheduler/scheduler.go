@@ -653,7 +653,7 @@ func Park() {
 	}
 	// vt.park, by hand: one frame less to freeze with every virtual
 	// thread parked here.
-	if vt.permit.CompareAndSwap(true, false) {
+	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 		return
 	}
 	vt.action = actPark
@@ -673,7 +673,7 @@ func parkOutside() {
 }
 
 func (vt *VThread) park() {
-	if vt.permit.CompareAndSwap(true, false) {
+	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 		return
 	}
 	vt.action = actPark

@@ -80,7 +80,7 @@ func (w *waiter) wait() {
 func (w *waiter) parkUntilWoken() bool {
 	vt := w.vt
 	for w.state.Load() == waiting {
-		if vt.permit.CompareAndSwap(true, false) {
+		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 			continue // a wake-up for an earlier wait: look again
 		}
 		vt.action = actPark
