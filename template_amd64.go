@@ -147,7 +147,9 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	}
 	// The pointer words move to the chunk's pointer array, each read
 	// again from the live stack as a pointer (the collector sees the
-	// store), and zeroed in the image.
+	// store), and zeroed in the image. (With none, and the pointer array
+	// full, ptrs points just past the array: it is then never used, and
+	// dead at every call.)
 	ptrs, span := unsafe.Add(c.Ptrs, ptop*wordSize), gHi-gLo
 	for k, w := range t.ptrWords {
 		off := uintptr(w) * wordSize

@@ -155,8 +155,8 @@ func TestPushPopWordAndTable(t *testing.T) {
 		if prev != outer || Current() != inner {
 			t.Fatalf("%s: Push(inner) replaced %p (want outer), Current() = %p (want inner)", where, prev, Current())
 		}
-		if wordOK != (s2.w != nil) {
-			t.Fatalf("%s: the slot's word is %p with wordOK %v", where, s2.w, wordOK)
+		if wordOK != (s2.w != nil) || wordOK != (s2.c == nil) {
+			t.Fatalf("%s: the slot's word is %p and cell %p with wordOK %v", where, s2.w, s2.c, wordOK)
 		}
 		s2.Pop(prev)
 		if Current() != outer {

@@ -1,0 +1,178 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/weftrt/weft/internal/rt"
+)
+
+// The capture fast path writes a record into the chunk's arrays by address,
+// without bounds checks: its room check is all that keeps it inside them.
+// A chunk's arrays fit its own templates, but a capture from another call
+// chain takes that chain's template from the cache (templateAt), which
+// another continuation may have published for a record larger than this
+// chunk has room for: in words (a large frame), or in pointers only (a
+// frame of many pointers, after captures that grew the words but not the
+// pointers). The fast path must then refuse, and the general path capture
+// the region, which makes room; values come back intact either way.
+
+// roomWords yields from a frame of 1,024 words and no pointers.
+//
+//go:noinline
+func roomWords(c *scCont, k uintptr) bool {
+	var pad [1024]uintptr
+	for i := range pad {
+		pad[i] = uintptr(i) * k
+	}
+	if !scYield(c) {
+		panic(c.refusal())
+	}
+	for i := range pad {
+		if pad[i] != uintptr(i)*k {
+			return false
+		}
+	}
+	return true
+}
+
+// roomPtrs yields from a frame of 256 pointers.
+//
+//go:noinline
+func roomPtrs(c *scCont, k int) bool {
+	var pad [256]*capNode
+	for i := range pad {
+		pad[i] = &capNode{v: i * k}
+	}
+	if !scYield(c) {
+		panic(c.refusal())
+	}
+	for i := range pad {
+		if pad[i].v != i*k {
+			return false
+		}
+	}
+	return true
+}
+
+// roomTiny yields from a small frame.
+//
+//go:noinline
+func roomTiny(c *scCont, k int) bool {
+	v := roomNode(k)
+	if !scYield(c) {
+		panic(c.refusal())
+	}
+	return v.v == k
+}
+
+// roomNode returns a heap node (not one on roomTiny's stack, a stack
+// object that would keep its frame off the fast path).
+//
+//go:noinline
+func roomNode(k int) *capNode { return &capNode{v: k} }
+
+// roomLog is what roomPattern records of each yield: whether its capture
+// took the fast path, and the chunk's array lengths before it.
+type roomLog struct {
+	fast            []bool
+	memLen, ptrsLen []uint32
+}
+
+// roomPattern yields once per letter of pattern, from roomTiny (t),
+// roomWords (w) or roomPtrs (p), each from one call site, so that two
+// continuations running it share the three chains' templates. It logs
+// each yield, and fails t if a value came back wrong or a chunk's tops
+// passed its arrays' ends.
+//
+//go:noinline
+func roomPattern(t *testing.T, c *scCont, pattern string, log *roomLog) {
+	for i := range len(pattern) {
+		before := scYieldCounts.templated.Load()
+		log.memLen = append(log.memLen, c.chunk.memLen)
+		log.ptrsLen = append(log.ptrsLen, c.chunk.ptrsLen)
+		ok := false
+		switch pattern[i] {
+		case 't':
+			ok = roomTiny(c, i+1)
+		case 'w':
+			ok = roomWords(c, uintptr(i+1))
+		case 'p':
+			ok = roomPtrs(c, i+1)
+		}
+		roomChecked(t, c, i, pattern[i], ok)
+		log.fast = append(log.fast, scYieldCounts.templated.Load() != before)
+		runtime.GC()
+	}
+}
+
+// roomChecked is roomPattern's checks, in a frame of their own: the
+// arguments of t.Errorf are a stack object, which would keep roomPattern's
+// frame, frozen with every yield, off the fast path.
+//
+//go:noinline
+func roomChecked(t *testing.T, c *scCont, i int, which byte, ok bool) {
+	if !ok {
+		t.Errorf("yield %d (%c): a value came back wrong", i, which)
+	}
+	if k := &c.chunk; k.MemTop > uintptr(k.memLen) || k.PtrTop > uintptr(k.ptrsLen) {
+		t.Errorf("yield %d (%c): tops %d/%d past the arrays' %d/%d", i, which, k.MemTop, k.PtrTop, k.memLen, k.ptrsLen)
+	}
+}
+
+func TestFastCaptureRoomCheck(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	for _, tc := range []struct {
+		name      string
+		publish   string // the first continuation's yields: publish the large template
+		run       string // the second's
+		refused   int    // the yield of run whose capture must not be fast
+		fastLater int    // a later yield of the same chain, which must be
+		words     bool   // whether the record does not fit the words (else only the pointers)
+	}{
+		{"words", "wwwwww", "tttttttwtw", 7, 9, true},
+		{"pointers", "pppppp", "wwwwwwwpwp", 7, 9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			countScYields(t)
+			var log0, log1 roomLog
+			c0 := &scCont{}
+			c0.body = func() { roomPattern(t, c0, tc.publish, &log0) }
+			runToEnd(t, c0, len(tc.publish)+2)
+			if !log0.fast[len(log0.fast)-1] {
+				t.Fatalf("the first continuation's captures %v: its last was not fast, so no template was published", log0.fast)
+			}
+			c1 := &scCont{}
+			c1.body = func() { roomPattern(t, c1, tc.run, &log1) }
+			runToEnd(t, c1, len(tc.run)+2)
+			fast := log1.fast
+			if !fast[tc.refused-1] {
+				t.Fatalf("the second continuation's captures %v: the one before the other chain's was not fast", fast)
+			}
+			memLen, ptrsLen := log1.memLen[tc.refused], log1.ptrsLen[tc.refused]
+			if fast[tc.refused] {
+				t.Fatalf("the second continuation's captures %v: the other chain's took the fast path into arrays of %d words and %d pointers", fast, memLen, ptrsLen)
+			}
+			if !fast[tc.fastLater] {
+				t.Errorf("the second continuation's captures %v: the other chain's later capture was not fast once the general path made room", fast)
+			}
+			// Which half of the room check refused it: the test's point is
+			// to cover each.
+			t0 := c0.chunk.tmpl
+			if t0 == nil {
+				t.Fatal("the first continuation keeps no template")
+			}
+			needWords, needPtrs := t0.words+len(t0.tail), len(t0.ptrWords)
+			if tc.words && needWords <= int(memLen) {
+				t.Errorf("the other chain's record (%d words) fit the words (%d): the words' half of the check was not exercised", needWords, memLen)
+			}
+			if !tc.words && (needPtrs <= int(ptrsLen) || needWords > int(memLen)) {
+				t.Errorf("the other chain's record (%d words, %d pointers) against arrays of %d and %d: the pointers' half of the check alone was not exercised", needWords, needPtrs, memLen, ptrsLen)
+			}
+		})
+	}
+}
