@@ -4,7 +4,9 @@ package weft
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
+	"unsafe"
 
 	"github.com/weftrt/weft/internal/rt"
 )
@@ -175,4 +177,109 @@ func TestFastCaptureRoomCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A live pointer word of a templated region that points into the stack
+// (here into the frame of the test function, under the continuation's
+// entry, on the goroutine that resumes it) depends on the value, not on
+// the chain: the fast path must look
+// at each pointer word and refuse, and the general path then pins the
+// yield with StackPointer (the frame cannot be frozen: the pointer would
+// dangle once thawed elsewhere). The same chain's captures before and
+// after, with a heap pointer in that word, take the fast path.
+//
+// As TestPinStackPointer (package continuation) does, it hides the
+// pointer from escape analysis, grows the stack beforehand and turns the
+// collector off, so that the test's frame cannot move meanwhile.
+func TestFastCaptureStackPointer(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	stackGrow(64 << 10)
+	fastStackPointer(t)
+}
+
+// stackHandoff carries the pointer the next stackPtrYield holds, and the
+// stack pointer for the body to take it from (a body closure capturing
+// the pointer itself would keep it in its frame across every yield).
+type stackHandoff struct{ p, stack *int }
+
+// stackPtrYield yields with h's pointer live across the yield, and adds 1
+// through it after.
+//
+//go:noinline
+func stackPtrYield(c *scCont, h *stackHandoff) bool {
+	p := h.p
+	h.p = nil // no heap copy of a stack pointer outlives the handoff
+	ok := scYield(c)
+	*p++
+	return ok
+}
+
+//go:noinline
+func fastStackPointer(t *testing.T) {
+	countScYields(t)
+	const rounds, stackRound = 12, 8
+	var x int
+	px := (*int)(stackNoescape(unsafe.Pointer(&x)))
+	heap := new(int)
+	h := &stackHandoff{stack: px}
+	var ok, fast [rounds]bool
+	c := &scCont{}
+	c.body = func() {
+		for i := range rounds {
+			h.p = heap
+			if i == stackRound {
+				h.p, h.stack = h.stack, nil
+			}
+			before := scYieldCounts.templated.Load()
+			ok[i] = stackPtrYield(c, h)
+			fast[i] = scYieldCounts.templated.Load() != before
+		}
+	}
+	// Resumed on this goroutine (runToEnd uses new ones), so that px
+	// points into the stack the captures run on.
+	for i := 0; !c.done; i++ {
+		if i > rounds+2 {
+			t.Fatal("the body did not finish")
+		}
+		c.run()
+	}
+	if !fast[stackRound-1] || !fast[stackRound+1] {
+		t.Fatalf("captures fast %v: the rounds around the stack pointer's must take the fast path", fast)
+	}
+	if ok[stackRound] || fast[stackRound] {
+		t.Fatalf("the capture with a pointer into the stack: suspended %v, fast %v; want refused, by the general path", ok[stackRound], fast[stackRound])
+	}
+	for i, y := range ok {
+		if !y && i != stackRound {
+			t.Errorf("round %d did not suspend", i)
+		}
+	}
+	if x != 1 || *heap != rounds-1 {
+		t.Errorf("the stack variable is %d (want 1) and the heap one %d (want %d)", x, *heap, rounds-1)
+	}
+}
+
+// stackNoescape hides p from escape analysis (see pinNoescape in package
+// continuation's tests).
+//
+//go:nocheckptr
+//go:nosplit
+func stackNoescape(p unsafe.Pointer) unsafe.Pointer {
+	x := uintptr(p)
+	return unsafe.Add(nil, x)
+}
+
+// stackGrow uses about n bytes of stack.
+//
+//go:noinline
+func stackGrow(n int) byte {
+	var pad [1024]byte
+	pad[n%len(pad)] = byte(n)
+	if n <= len(pad) {
+		return pad[n%len(pad)]
+	}
+	return stackGrow(n-len(pad)) + pad[n%len(pad)]
 }
