@@ -80,8 +80,12 @@ var clearedHook func(c *stackChunk, words []uint32)
 // code that yielded (a generator's yield function, a scheduler's park; not
 // Yield's, which a capture leaves out) and firstRecordFrames more (the
 // frame that called the yield API and its caller, so that a loop that
-// yields through a helper resumes without crossing the barrier); every
-// other record holds at least laterRecordFrames; and every record is
+// yields through a helper resumes without crossing the barrier), but not
+// the engine's frames at the bottom of the region (a virtual thread's
+// vthreadBody): those return only when the body does, and a yield loop
+// in the body's own function would otherwise freeze and thaw them on
+// every round trip. Every other record holds at least laterRecordFrames;
+// and every record is
 // extended so that no reference into the stack crosses a record boundary:
 // no thawed frame ever points into a frame that is still frozen. A
 // record's outermost frame also has at most arch.MaxRecordArgs bytes of
@@ -574,7 +578,15 @@ func (s *captureScratch) partition() {
 	for first < nf && s.frames[first].d.engine {
 		first++
 	}
-	first += firstRecordFrames
+	// The engine's frames at the region's outer end (the scheduler's
+	// vthreadBody, a generator's body) return only when the body does:
+	// the innermost record stops above them, if it keeps a frame of the
+	// code that yielded.
+	bottom := nf
+	for bottom > first+1 && s.frames[bottom-1].d.engine {
+		bottom--
+	}
+	first = min(first+firstRecordFrames, bottom)
 	if nf <= first || eagerThaw || !s.barrier && len(s.words) <= wholeRecordWords {
 		s.cuts = append(s.cuts, 0) // one record, whatever the references
 		return

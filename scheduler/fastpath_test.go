@@ -144,8 +144,8 @@ func firstPark(t *testing.T, fn func(context.Context) error, wake func()) weft.S
 // A virtual thread blocked in a Chan's Send or Recv with no timeout and
 // no context parks straight from the channel's send or recv, with no wait
 // helper's frame between: three frames in all (send or recv, the
-// function, vthreadBody), which a ping-pong over Chans freezes and thaws
-// on every message.
+// function, vthreadBody), of which a ping-pong over Chans freezes and
+// thaws the first two on every message (TestParkLoopLeavesBodyFrozen).
 func TestChanParkFrames(t *testing.T) {
 	ch := scheduler.NewChan[int](0)
 	for _, c := range []struct {
@@ -205,5 +205,65 @@ func TestChanRecvTakesCaptureFastPath(t *testing.T) {
 	// One carrier: the receiver parks at least every other Recv.
 	if stats.Yields < rounds/2 || stats.Templated+3 < stats.Yields {
 		t.Fatalf("%d of %d parks in Recv took the capture fast path, want all but a few", stats.Templated, stats.Yields)
+	}
+}
+
+// parkLoop is a virtual thread's function that parks parkRounds times,
+// called directly: the park's caller's caller is vthreadBody.
+//
+//go:noinline
+func parkLoop(ctx context.Context) error {
+	for range parkRounds {
+		scheduler.Park()
+	}
+	return nil
+}
+
+const parkRounds = 8
+
+// A virtual thread parked in a loop leaves vthreadBody's frame frozen
+// under the return barrier from its second park on: the body returns only
+// when the virtual thread's function does, so a later park freezes, and
+// its resume thaws, one frame less than the first. The first park freezes
+// the whole stack as one record, which its resume thaws whole; the second
+// freezes it again, cut so that the body is a record of its own, which
+// stays frozen until the function returns into the barrier.
+func TestParkLoopLeavesBodyFrozen(t *testing.T) {
+	s := countingScheduler(t, "frozen frames are")
+	const rounds = parkRounds
+	vt := start(t, s, parkLoop)
+	// One carrier: vt is parked, and its counters settled, whenever the
+	// driver runs and finds one more yield than it last saw.
+	var after [rounds]weft.Stats
+	driver := start(t, s, func(ctx context.Context) error {
+		for i := range rounds {
+			for {
+				if after[i] = scheduler.ContStats(vt); after[i].Yields == uint64(i+1) {
+					break
+				}
+				scheduler.Yield()
+			}
+			vt.Unpark()
+		}
+		return nil
+	})
+	join(t, driver)
+	join(t, vt)
+	all := after[0].FramesFrozen // Park, parkLoop, the body
+	if all < 3 || after[1].FramesFrozen != 2*all {
+		t.Fatalf("the first two parks froze %d and %d frames; want the whole stack twice", all, after[1].FramesFrozen-all)
+	}
+	for i := 1; i < rounds; i++ {
+		prev, st := after[i-1], after[i]
+		thawed, want := st.FramesThawed-prev.FramesThawed, all-1
+		if i == 1 {
+			want = all // a whole record
+		}
+		if thawed != want {
+			t.Errorf("resume %d thawed %d frames, want %d", i, thawed, want)
+		}
+		if frozen := st.FramesFrozen - prev.FramesFrozen; i > 1 && frozen != all-1 {
+			t.Errorf("park %d froze %d frames, want %d: all but the body's", i+1, frozen, all-1)
+		}
 	}
 }

@@ -359,8 +359,10 @@ const maxFree = 64
 // deferred closure or method value, or a local whose address is taken,
 // would be a stack object in the body's frame, and a region holding stack
 // objects cannot take weft's capture fast path. The body is in the region
-// of every park, and is one frame rather than a closure calling a method:
-// each frame is frozen with every parked virtual thread.
+// of a virtual thread's first two parks (after which the thaw policy leaves
+// it frozen under the return barrier until the function returns), and is
+// one frame rather than a closure calling a method: each frame is frozen
+// with every parked virtual thread.
 func vthreadBody() {
 	defer bodyEnded()
 	vt := bodyVThread()
