@@ -134,6 +134,27 @@ func (n *chanNode[T]) fire() bool {
 	return true
 }
 
+// sent ends a sender's wait once woken: it drops the value (taken, or
+// dropped by Close: no reference kept) and panics if the channel was
+// closed instead.
+func (n *chanNode[T]) sent() bool {
+	var zero T
+	n.val = zero
+	if !n.ok {
+		panic(errSendClosed)
+	}
+	return true
+}
+
+// received ends a receiver's wait once woken: the value and whether one
+// came (false: closed), with the node's reference to it dropped.
+func (n *chanNode[T]) received() (v T, ok bool) {
+	v, ok = n.val, n.ok
+	var zero T
+	n.val = zero
+	return v, ok
+}
+
 // plainNode returns a node for a blocking Send or Recv, with its waiter
 // ready. A virtual thread waiting with no timeout and no context reuses
 // the node of its last such operation on a channel of the same T: nothing
@@ -245,32 +266,28 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 	n.val, n.ok, n.send = v, false, true
 	c.sendq.push(n)
 	c.mu.Unlock()
-	var got bool
-	if w := n.w; w.vt != nil && ctx == nil && d < 0 {
+	if n.w.vt != nil && ctx == nil && d < 0 {
 		// await's w.parkUntilWoken, by hand, as in recv: two frames
 		// less under the park than through await, which freezes and
 		// thaws every frame under it (a ping-pong over two Chans:
-		// docs/benchmarks.md).
-		for w.state.Load() == waiting {
-			if !w.vt.permit.Load() || !w.vt.permit.CompareAndSwap(true, false) {
-				w.vt.action = actPark
+		// docs/benchmarks.md). Only a wake ends this wait, and only n
+		// is live across the yield (its waiter is n.own: plainNode):
+		// one pointer for the capture to publish and the thaw to
+		// restore, where c, the waiter and its virtual thread were
+		// three more.
+		for n.own.state.Load() == waiting {
+			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
+				vt.action = actPark
 				if _, perr := weft.Yield(vthreadScope); perr != nil {
 					parkPinned(perr)
 				}
-				w.vt.permit.CompareAndSwap(true, false)
+				n.own.vt.permit.CompareAndSwap(true, false)
 			}
 		}
-		got = w.state.Load() == woken
-	} else {
-		got = await(n.w, ctx, d)
+		return n.sent()
 	}
-	if got {
-		var zero T
-		n.val = zero // taken, or dropped by Close: no reference kept
-		if !n.ok {
-			panic(errSendClosed)
-		}
-		return true
+	if await(n.w, ctx, d) {
+		return n.sent()
 	}
 	c.mu.Lock()
 	if n.q != nil {
@@ -340,26 +357,22 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 	n.ok, n.send = false, false
 	c.recvq.push(n)
 	c.mu.Unlock()
-	var got bool
-	if w := n.w; w.vt != nil && ctx == nil && d < 0 {
+	if n.w.vt != nil && ctx == nil && d < 0 {
 		// await's w.parkUntilWoken, by hand, as in send.
-		for w.state.Load() == waiting {
-			if !w.vt.permit.Load() || !w.vt.permit.CompareAndSwap(true, false) {
-				w.vt.action = actPark
+		for n.own.state.Load() == waiting {
+			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
+				vt.action = actPark
 				if _, perr := weft.Yield(vthreadScope); perr != nil {
 					parkPinned(perr)
 				}
-				w.vt.permit.CompareAndSwap(true, false)
+				n.own.vt.permit.CompareAndSwap(true, false)
 			}
 		}
-		got = w.state.Load() == woken
-	} else {
-		got = await(n.w, ctx, d)
+		v, ok = n.received()
+		return v, ok, true
 	}
-	if got {
-		v, ok = n.val, n.ok
-		var zero T
-		n.val = zero
+	if await(n.w, ctx, d) {
+		v, ok = n.received()
 		return v, ok, true
 	}
 	c.mu.Lock()

@@ -77,9 +77,12 @@ func (w *waiter) wait() {
 // between its caller and the yield (the frames under a park are frozen
 // with it). chan.go's send and recv have the whole loop written out, so
 // that nothing is between them and the yield.
+//
+// Only w is live across the yield (w.vt is read again after it): each
+// live pointer is published by the capture and restored by the thaw.
 func (w *waiter) parkUntilWoken() bool {
-	vt := w.vt
 	for w.state.Load() == waiting {
+		vt := w.vt
 		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 			continue // a wake-up for an earlier wait: look again
 		}
@@ -87,7 +90,7 @@ func (w *waiter) parkUntilWoken() bool {
 		if _, perr := weft.Yield(vthreadScope); perr != nil {
 			parkPinned(perr)
 		}
-		vt.permit.CompareAndSwap(true, false)
+		w.vt.permit.CompareAndSwap(true, false)
 	}
 	return w.state.Load() == woken
 }
