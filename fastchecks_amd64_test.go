@@ -179,6 +179,94 @@ func TestFastCaptureRoomCheck(t *testing.T) {
 	}
 }
 
+// roomEdge yields once per entry of slack, from roomTiny (words) or
+// roomPtrs (pointers), each from one call site. Before a yield whose
+// entry is not noSlack, it shortens the chunk's array of words (or of
+// pointers) to end that many entries past what the yield's record needs:
+// -1 is one short, 0 exactly enough.
+//
+//go:noinline
+func roomEdge(t *testing.T, c *scCont, words bool, slack []int, log *roomLog) {
+	for i := range len(slack) {
+		before := scYieldCounts.templated.Load()
+		if slack[i] != noSlack {
+			shortenRoom(c, words, slack[i])
+		}
+		ok := false
+		if words {
+			ok = roomTiny(c, i+1)
+		} else {
+			ok = roomPtrs(c, i+1)
+		}
+		roomChecked(t, c, i, 'e', ok)
+		log.fast = append(log.fast, scYieldCounts.templated.Load() != before)
+		runtime.GC()
+	}
+}
+
+const noSlack = 1 << 20
+
+// shortenRoom sets the length the chunk's words (or pointers) are known
+// by to its top plus what a record of its template needs plus slack
+// (slack <= 0). It only ever shortens it, and only where the array behind
+// has room for the whole record, so the fast path's writes stay in the
+// array even if its room check were wrong by one.
+//
+//go:noinline
+func shortenRoom(c *scCont, words bool, slack int) {
+	k := &c.chunk
+	tm := k.tmpl
+	if tm == nil {
+		panic("shortenRoom: the chunk has no template yet")
+	}
+	top, need, have := int(k.PtrTop), len(tm.ptrWords), &k.ptrsLen
+	if words {
+		top, need, have = int(k.MemTop), tm.words+len(tm.tail), &k.memLen
+	}
+	if top+need > int(*have) {
+		panic("shortenRoom: the array is shorter than the record: the capture before, which did not fit, took the fast path instead of making room")
+	}
+	*have = uint32(top + need + slack)
+}
+
+// The room check's boundary, for each half: a record one word (or
+// pointer) larger than the room left must go to the general path, which
+// makes room; one that fits exactly must take the fast path. Either
+// off-by-one in fastCapture's check fails this.
+func TestFastCaptureRoomBoundary(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	slack := []int{noSlack, noSlack, noSlack, noSlack, noSlack, -1, noSlack, 0, noSlack}
+	const short, exact = 5, 7
+	for _, words := range []bool{true, false} {
+		name := "pointers"
+		if words {
+			name = "words"
+		}
+		t.Run(name, func(t *testing.T) {
+			countScYields(t)
+			var log roomLog
+			c := &scCont{}
+			c.body = func() { roomEdge(t, c, words, slack, &log) }
+			runToEnd(t, c, len(slack)+2)
+			fast := log.fast
+			if !fast[short-1] {
+				t.Fatalf("captures %v: the one before the short room was not fast: the test tests nothing", fast)
+			}
+			if fast[short] {
+				t.Errorf("captures %v: a record one %s too large for the room left took the fast path", fast, name[:len(name)-1])
+			}
+			if !fast[exact] {
+				t.Errorf("captures %v: a record that fits the room left exactly did not take the fast path", fast)
+			}
+			if !fast[len(fast)-1] {
+				t.Errorf("captures %v: the last was not fast", fast)
+			}
+		})
+	}
+}
+
 // A live pointer word of a templated region that points into the stack
 // (here into the frame of the test function, under the continuation's
 // entry, on the goroutine that resumes it) depends on the value, not on
