@@ -3,12 +3,15 @@
 package weft
 
 import (
+	"errors"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"unsafe"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/pinning"
 )
 
 // The capture fast path writes a record into the chunk's arrays by address,
@@ -264,6 +267,113 @@ func TestFastCaptureRoomBoundary(t *testing.T) {
 				t.Errorf("captures %v: the last was not fast", fast)
 			}
 		})
+	}
+}
+
+// shiftCallerBP adds delta to the frame pointer its caller saved: the
+// word under the caller's return address, which holds the address of the
+// caller's caller's own saved frame pointer. delta 8 points it at that
+// frame's return address instead: still an address in the stack, which a
+// stack copy relocates like the real one, so that shifting it back by -8
+// restores the chain wherever the stack has moved meanwhile.
+//
+//go:noinline
+func shiftCallerBP(delta uintptr) {
+	pc, sp := arch.CallerPCSP()
+	d := descFor(pc)
+	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
+	sp = unsafe.Add(sp, d.size)
+	if d = descFor(pc); !d.hasBP {
+		panic("shiftCallerBP: the caller saves no frame pointer")
+	}
+	*(*uintptr)(unsafe.Add(sp, d.size-16)) += delta
+}
+
+// bpYield yields from one call site; with bad, its saved frame pointer is
+// off by a word during the capture. It puts it back if the yield was
+// refused; had the capture taken the region, the thaw would have rebuilt
+// the chain, and it leaves it alone.
+//
+//go:noinline
+func bpYield(c *scCont, k int, bad bool) (ok, suspended bool) {
+	v := roomNode(k)
+	if bad {
+		shiftCallerBP(8)
+	}
+	suspended = scYield(c)
+	if bad && !suspended {
+		shiftCallerBP(^uintptr(7)) // -8
+	}
+	return v.v == k, suspended
+}
+
+// bpLog is what bpPattern records of each yield.
+type bpLog struct {
+	fast, suspended []bool
+	refusals        []error
+}
+
+// bpPattern yields once per entry of bad from bpYield, breaking the
+// frame-pointer chain where bad says so, and logs each yield.
+//
+//go:noinline
+func bpPattern(t *testing.T, c *scCont, bad []bool, log *bpLog) {
+	for i := range len(bad) {
+		before := scYieldCounts.templated.Load()
+		ok, suspended := bpYield(c, i+1, bad[i])
+		log.fast = append(log.fast, scYieldCounts.templated.Load() != before)
+		log.suspended = append(log.suspended, suspended)
+		log.refusals = append(log.refusals, takeRefusal(c))
+		roomChecked(t, c, i, 'b', ok)
+	}
+}
+
+// takeRefusal returns and clears the error of c's last refused yield.
+//
+//go:noinline
+func takeRefusal(c *scCont) error {
+	err := c.refusal()
+	if err != nil {
+		c.rare.err = nil
+	}
+	return err
+}
+
+// Every saved frame pointer of a templated region but the outermost must
+// hold the address of the next frame's: the fast path checks each link
+// against the live stack before it stores the links as word indexes, as
+// the general path does. Go code keeps the chain, so the test breaks it
+// by hand in one frame for one capture: the fast path must refuse it, and
+// the general path pin the yield (UnknownFrame), the frames going on
+// where they are; the captures before and after take the fast path.
+func TestFastCaptureFramePointerLink(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	countScYields(t)
+	bad := []bool{false, false, false, false, false, true, false, false}
+	const broken = 5
+	var log bpLog
+	c := &scCont{}
+	c.body = func() { bpPattern(t, c, bad, &log) }
+	runToEnd(t, c, len(bad)+2)
+	if !log.fast[broken-1] {
+		t.Fatalf("captures %v: the one before the broken chain was not fast: the test tests nothing", log.fast)
+	}
+	if log.fast[broken] || log.suspended[broken] {
+		t.Errorf("a region whose frame-pointer chain is broken was captured (fast path: %v)", log.fast[broken])
+	}
+	var pe *errPinned
+	if err := log.refusals[broken]; !errors.As(err, &pe) || pe.reason != pinning.UnknownFrame {
+		t.Errorf("the broken chain's yield was refused with %v, want a pin for an unknown frame", err)
+	}
+	for i, err := range log.refusals {
+		if i != broken && (err != nil || !log.suspended[i]) {
+			t.Errorf("yield %d: suspended %v, refused with %v", i, log.suspended[i], err)
+		}
+	}
+	if !log.fast[len(bad)-1] {
+		t.Errorf("captures %v: the last was not fast", log.fast)
 	}
 }
 
