@@ -81,10 +81,13 @@ var clearedHook func(c *stackChunk, words []uint32)
 // Yield's, which a capture leaves out) and firstRecordFrames more (the
 // frame that called the yield API and its caller, so that a loop that
 // yields through a helper resumes without crossing the barrier), but not
-// the engine's frames at the bottom of the region (a virtual thread's
-// vthreadBody): those return only when the body does, and a yield loop
-// in the body's own function would otherwise freeze and thaw them on
-// every round trip. Every other record holds at least laterRecordFrames;
+// the engine's frames at the bottom of the region if it keeps a frame of
+// the code that yielded: usually a virtual thread's vthreadBody, which
+// returns only when the body does, and which a yield loop in the body's
+// own function would otherwise freeze and thaw on every round trip. (An
+// engine frame at the bottom only because a lazy thaw stopped there, a
+// nested Continuation.Run, is cut off too, and costs a barrier crossing
+// when it returns.) Every other record holds at least laterRecordFrames;
 // and every record is
 // extended so that no reference into the stack crosses a record boundary:
 // no thawed frame ever points into a frame that is still frozen. A
@@ -578,8 +581,8 @@ func (s *captureScratch) partition() {
 	for first < nf && s.frames[first].d.engine {
 		first++
 	}
-	// The engine's frames at the region's outer end (the scheduler's
-	// vthreadBody, a generator's body) return only when the body does:
+	// The engine's frames at the region's outer end (usually the
+	// scheduler's vthreadBody, which returns only when the body does):
 	// the innermost record stops above them, if it keeps a frame of the
 	// code that yielded.
 	bottom := nf

@@ -39,6 +39,7 @@ func (c *Cont) scResume() bool                          { panic(noStackCopy) }
 func (c *Cont) scSuspend(*Cont) (bool, *errPinned)      { panic(noStackCopy) }
 func (c *Cont) scTrace() []runtime.Frame                { panic(noStackCopy) }
 func (c *Cont) scCancel()                               { panic(noStackCopy) }
+func (c *Cont) scPanicStack(any) []byte                 { panic(noStackCopy) }
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
 func stackCopyCheck() error                             { panic(noStackCopy) }
 

@@ -177,8 +177,10 @@ var (
 
 // enginePackage reports whether the function named fn is one of weft's
 // own that a yield runs above the code that yields: the engine's yield
-// path, or anything in package continuation or package scheduler (not
-// their tests, whose packages are named differently).
+// path, or anything in package continuation or package scheduler. That
+// includes those packages' own tests (package scheduler's functions are
+// named scheduler.…); tests of the thaw policy live in the external test
+// packages (scheduler_test.…), whose functions are not the engine's.
 func enginePackage(fn string) bool {
 	switch fn {
 	case yieldName, yieldPathNames[0], yieldPathNames[1], yieldPathNames[2]:

@@ -103,6 +103,12 @@ type scRare struct {
 	// frames still had deferred calls pending: frozenPanic raises it again
 	// in the innermost of them.
 	thrown any
+
+	// crossed is the last such panic's value, and crossedStack the
+	// goroutine's stack where it reached the barrier, with the frames it
+	// had unwound (Cont.PanicStack).
+	crossed      any
+	crossedStack []byte
 }
 
 // rareState returns c.rare, made if need be.
@@ -211,7 +217,13 @@ func (c *scCont) crossing(finished *bool) {
 	}
 	c.chunk.unwound++
 	if r := recover(); r != nil {
-		c.rareState().thrown = r
+		rr := c.rareState()
+		rr.thrown, rr.crossed = r, r
+		// The frames the panic unwound are still on the stack here, under
+		// this deferred call; they are not once frozenPanic raises it
+		// again. Bounded as the scheduler's PanicError.Stack is.
+		buf := make([]byte, panicStackMax)
+		rr.crossedStack = buf[:runtime.Stack(buf, false)]
 		c.rethrow = true
 		return
 	}
@@ -220,6 +232,25 @@ func (c *scCont) crossing(finished *bool) {
 	c.chunk.dropToDefers()
 	c.mode = rethrowGoexit
 	c.host()
+}
+
+// panicStackMax bounds the stack trace crossing keeps.
+const panicStackMax = 64 << 10
+
+// scPanicStack is PanicStack on this backend.
+func (c *Cont) scPanicStack(v any) []byte {
+	r := c.sc.rare
+	if r == nil || r.crossedStack == nil || !sameInterface(r.crossed, v) {
+		return nil
+	}
+	return r.crossedStack
+}
+
+// sameInterface reports whether a and b hold the same interface words:
+// the same dynamic type and the same data word, without comparing the
+// values (which may not be comparable).
+func sameInterface(a, b any) bool {
+	return *(*[2]unsafe.Pointer)(unsafe.Pointer(&a)) == *(*[2]unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
 // frozenPanic raises the panic in scCont.thrown again. arch.Thaw enters it

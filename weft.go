@@ -295,6 +295,23 @@ func (c *Cont) IsDone() bool {
 // or nil when it is not mounted.
 func (c *Cont) Owner() any { return c.owner }
 
+// PanicStack returns the goroutine's stack trace, as runtime.Stack formats
+// it, from when a panic with value v reached c's return barrier while
+// frames still frozen under it had deferred calls pending; nil if no such
+// panic did, and always nil on the portable backend. Such a panic is
+// recovered at the barrier and raised again, with the same value, in the
+// innermost of those frames (docs/design.md), so a deferred call there
+// that records the stack sees it from weft's frozenPanic on, without the
+// frames where the panic was raised: PanicStack has them. Call it with
+// the value recover returned, in a deferred call of c's body; v is
+// matched by identity (the same interface words), not by ==.
+func (c *Cont) PanicStack(v any) []byte {
+	if !useStackCopy {
+		return nil
+	}
+	return c.scPanicStack(v)
+}
+
 // Stats returns a snapshot of the continuation's counters, all zero for a
 // record made by NewUncountedCont. It is safe to call from any goroutine
 // at any time, except concurrently with Reset (which starts c's counters

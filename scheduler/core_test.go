@@ -87,51 +87,6 @@ func TestPanicSurfaces(t *testing.T) {
 	}
 }
 
-// A virtual thread that has yielded more than once from its own function
-// ends with vthreadBody's frame frozen under the return barrier (the
-// thaw policy leaves it there: TestParkLoopLeavesBodyFrozen). The
-// function's return, panic or Goexit crosses the barrier, and the body's
-// deferred call, thawed by it, must still record how the thread ended.
-func TestBodyEndsAfterParks(t *testing.T) {
-	var handled atomic.Int32
-	s := newTest(t, Options{Carriers: 1, OnPanic: func(*VThread, any) { handled.Add(1) }})
-	mine := errors.New("mine")
-	for parks := range 4 {
-		var deferred atomic.Int32
-		ends := []struct {
-			name string
-			end  func() error
-			ok   func(error) bool
-		}{
-			{"return", func() error { return mine }, func(err error) bool { return err == mine }},
-			{"panic", func() error { panic(parks) }, func(err error) bool {
-				var pe *PanicError
-				return errors.As(err, &pe) && pe.Value == parks
-			}},
-			{"Goexit", func() error { runtime.Goexit(); return nil }, func(err error) bool { return errors.Is(err, ErrGoexit) }},
-		}
-		for _, e := range ends {
-			before := handled.Load()
-			vt := goOrFatal(t, s, func(ctx context.Context) error {
-				defer deferred.Add(1)
-				for range parks {
-					Yield()
-				}
-				return e.end()
-			})
-			if err := joinWithin(t, vt); !e.ok(err) {
-				t.Errorf("%s after %d yields: Join = %v", e.name, parks, err)
-			}
-			if got, want := handled.Load()-before, int32(0); e.name == "panic" && got != 1 || e.name != "panic" && got != want {
-				t.Errorf("%s after %d yields: OnPanic called %d times", e.name, parks, got)
-			}
-		}
-		if n := deferred.Load(); n != int32(len(ends)) {
-			t.Errorf("after %d yields the functions' deferred calls ran %d times, want %d", parks, n, len(ends))
-		}
-	}
-}
-
 func TestSleepAndJoinFromVThread(t *testing.T) {
 	s := newTest(t, Options{})
 	vt, _ := s.Go(func(ctx context.Context) error {

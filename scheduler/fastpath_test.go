@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,6 +230,9 @@ const parkRounds = 8
 // freezes it again, cut so that the body is a record of its own, which
 // stays frozen until the function returns into the barrier.
 func TestParkLoopLeavesBodyFrozen(t *testing.T) {
+	if strings.Contains(weft.Backend(), "eager thaw") {
+		t.Skip("eager thaw thaws every frame on each resume: " + weft.Backend())
+	}
 	s := countingScheduler(t, "frozen frames are")
 	const rounds = parkRounds
 	vt := start(t, s, parkLoop)

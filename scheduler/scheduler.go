@@ -359,8 +359,9 @@ const maxFree = 64
 // deferred closure or method value, or a local whose address is taken,
 // would be a stack object in the body's frame, and a region holding stack
 // objects cannot take weft's capture fast path. The body is in the region
-// of a virtual thread's first two parks (after which the thaw policy leaves
-// it frozen under the return barrier until the function returns), and is
+// of a virtual thread's first parks (the thaw policy then leaves it frozen
+// under the return barrier until the function returns: from the second
+// park on, as a rule), and is
 // one frame rather than a closure calling a method: each frame is frozen
 // with every parked virtual thread.
 func vthreadBody() {
@@ -376,7 +377,7 @@ func vthreadBody() {
 // in the calls it makes after its function returned or unwound (nested
 // continuations have unmounted by then, their deferred calls being
 // deeper) is always the virtual thread's own. Cheaper than Current,
-// which must check the scope, and asked three times per virtual thread.
+// which must check the scope; bodyEnded does the same inline.
 func bodyVThread() *VThread {
 	return weft.Innermost().Owner().(*VThread)
 }
@@ -395,15 +396,23 @@ func bodyReturned(err error) {
 	vt.returned = true
 }
 
-// bodyEnded is vthreadBody's deferred call.
+// bodyEnded is vthreadBody's deferred call. A panic that reached it by
+// way of the engine's return barrier, vthreadBody's frame being frozen
+// (the thaw policy leaves it so from a thread's second park on), was
+// raised again there: the stack where it was first raised is the
+// engine's to give (weft.Cont.PanicStack).
 func bodyEnded() {
-	vt := bodyVThread()
+	c := weft.Innermost()
+	vt := c.Owner().(*VThread)
 	if vt.returned {
 		return
 	}
 	if r := recover(); r != nil {
-		buf := make([]byte, 64<<10)
-		buf = buf[:runtime.Stack(buf, false)]
+		buf := c.PanicStack(r)
+		if buf == nil {
+			buf = make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+		}
 		vt.err = &PanicError{Value: r, Stack: buf}
 		if h := vt.s.opts.OnPanic; h != nil {
 			h(vt, r)
