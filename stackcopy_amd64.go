@@ -3,6 +3,7 @@
 package weft
 
 import (
+	"bytes"
 	"reflect"
 	"runtime"
 	"unsafe"
@@ -221,9 +222,10 @@ func (c *scCont) crossing(finished *bool) {
 		rr.thrown, rr.crossed = r, r
 		// The frames the panic unwound are still on the stack here, under
 		// this deferred call; they are not once frozenPanic raises it
-		// again. Bounded as the scheduler's PanicError.Stack is.
+		// again. Bounded as the scheduler's PanicError.Stack is, and kept
+		// at its length, not the buffer's.
 		buf := make([]byte, panicStackMax)
-		rr.crossedStack = buf[:runtime.Stack(buf, false)]
+		rr.crossedStack = bytes.Clone(buf[:runtime.Stack(buf, false)])
 		c.rethrow = true
 		return
 	}

@@ -48,6 +48,9 @@ func TestPanicStackAfterParks(t *testing.T) {
 		if !bytes.Contains(pe.Stack, []byte("scheduler_test.panicsInVThread(")) {
 			t.Errorf("after %d parks PanicError.Stack does not name the function that panicked:\n%s", parks, pe.Stack)
 		}
+		if cap(pe.Stack) > 2*len(pe.Stack) {
+			t.Errorf("after %d parks PanicError.Stack keeps %d bytes for a %d-byte trace", parks, cap(pe.Stack), len(pe.Stack))
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -411,7 +412,7 @@ func bodyEnded() {
 		buf := c.PanicStack(r)
 		if buf == nil {
 			buf = make([]byte, 64<<10)
-			buf = buf[:runtime.Stack(buf, false)]
+			buf = bytes.Clone(buf[:runtime.Stack(buf, false)]) // not 64 KB kept per PanicError
 		}
 		vt.err = &PanicError{Value: r, Stack: buf}
 		if h := vt.s.opts.OnPanic; h != nil {
