@@ -55,6 +55,7 @@ func (c *Cont) scMount(owner any) {
 			if pushed {
 				c.scUnmount(slot, prev)
 			}
+			c.handCrossed()
 			c.finish()
 		}
 	}()
@@ -94,8 +95,25 @@ func (c *Cont) scMount(owner any) {
 	}
 	c.countYields()
 	normal = true
+	if r := s.rare; r != nil {
+		r.dropCrossed() // the panic it recorded is over
+	}
 	c.owner = nil
 	c.state.Store(int32(stSuspended))
+}
+
+// handCrossed gives the panic c's barrier recorded (scRare.crossed) to
+// the continuation whose body mounted c, as c ends by a panic: if that
+// panic is the one raised again at c's barrier, it goes on into the
+// parent's frames, and may reach the parent's barrier raised again, as
+// far as that barrier can tell.
+func (c *Cont) handCrossed() {
+	r, p := c.sc.rare, c.parentC
+	if r == nil || r.crossedStack == nil || p == nil {
+		return
+	}
+	pr := p.sc.rareState()
+	pr.crossed, pr.crossedStack = r.crossed, r.crossedStack
 }
 
 // scResume runs c on the calling goroutine until its body finishes (true)

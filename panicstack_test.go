@@ -85,3 +85,86 @@ func TestPanicStack(t *testing.T) {
 		t.Errorf("PanicStack of a continuation no panic crossed = %q, want nil", got)
 	}
 }
+
+// twiceOuter recovers the panic under it, which crosses the return
+// barrier twice: once into twiceDefer's frame, whose deferred call does
+// not recover it, and, raised again from there, once more into this
+// frame, eight frames further down and so in another record.
+//
+//go:noinline
+func twiceOuter(s *scope.Scope) (stack []byte) {
+	defer func() { stack = panicStackCont.PanicStack(recover()) }()
+	twicePad(s, 8)
+	return nil
+}
+
+//go:noinline
+func twicePad(s *scope.Scope, n int) {
+	if n == 0 {
+		twiceDefer(s)
+		return
+	}
+	twicePad(s, n-1)
+}
+
+//go:noinline
+func twiceDefer(s *scope.Scope) {
+	defer func() {}()
+	panicStackMid2(s, 3)
+}
+
+// staleOuter recovers a panic that crossed the barrier, then raises
+// another with the same interface words (a small int boxes to a static
+// word) from frames that have not yielded, and returns the stack
+// PanicStack gives its deferred call for the second.
+//
+//go:noinline
+func staleOuter(s *scope.Scope) (stack []byte) {
+	defer func() { stack = panicStackCont.PanicStack(recover()) }()
+	staleRecover(s)
+	staleRaiseAgain(3)
+	return nil
+}
+
+//go:noinline
+func staleRecover(s *scope.Scope) {
+	defer func() { recover() }()
+	panicStackMid1(s, 3) // panics with 3 after three yields
+}
+
+//go:noinline
+func staleRaiseAgain(v int) { panic(v) }
+
+// PanicStack names where the panic began when it crosses the barrier a
+// second time, and never gives a panic raised by ordinary code the stack
+// of an earlier one that crossed.
+func TestPanicStackTwiceAndStale(t *testing.T) {
+	if !useStackCopy || eagerThaw {
+		t.Skip("no frames stay frozen: " + Backend())
+	}
+	run := func(body func(s *scope.Scope) []byte) ([]byte, Stats) {
+		s := scope.New("panicstack")
+		var stack []byte
+		c := NewCont(s, func() { stack = body(s) })
+		panicStackCont = c
+		defer func() { panicStackCont = nil }()
+		for !c.IsDone() {
+			c.Run(nil)
+		}
+		return stack, c.Stats()
+	}
+	stack, st := run(twiceOuter)
+	if st.Unwinds < 2 {
+		t.Fatalf("the panic crossed the barrier %d times, want 2: the test tests nothing", st.Unwinds)
+	}
+	if !bytes.Contains(stack, []byte("weft.panicStackRaise(")) {
+		t.Errorf("after two crossings PanicStack gave a stack without the function that panicked:\n%s", stack)
+	}
+	stack, st = run(staleOuter)
+	if st.Unwinds < 1 {
+		t.Fatalf("the first panic crossed the barrier %d times, want 1: the test tests nothing", st.Unwinds)
+	}
+	if stack != nil && !bytes.Contains(stack, []byte("weft.staleRaiseAgain(")) {
+		t.Errorf("PanicStack gave the second panic the first one's stack:\n%s", stack)
+	}
+}

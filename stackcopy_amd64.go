@@ -3,9 +3,9 @@
 package weft
 
 import (
-	"bytes"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
@@ -105,11 +105,21 @@ type scRare struct {
 	// in the innermost of them.
 	thrown any
 
-	// crossed is the last such panic's value, and crossedStack the
-	// goroutine's stack where it reached the barrier, with the frames it
-	// had unwound (Cont.PanicStack).
+	// crossed is the value of the panic that last reached the barrier as
+	// raised (not raised again by frozenPanic), and crossedStack the
+	// goroutine's stack at that moment, with the frames it had unwound
+	// (Cont.PanicStack). A panic raised again keeps them as they are, and
+	// a continuation that ends by a panic hands them to its parent, whose
+	// barrier the panic may cross next; a yield drops them.
 	crossed      any
 	crossedStack []byte
+}
+
+// dropCrossed forgets the panic recorded at the barrier (scRare.crossed).
+func (r *scRare) dropCrossed() {
+	if r.crossedStack != nil {
+		r.crossed, r.crossedStack = nil, nil
+	}
 }
 
 // rareState returns c.rare, made if need be.
@@ -219,13 +229,15 @@ func (c *scCont) crossing(finished *bool) {
 	c.chunk.unwound++
 	if r := recover(); r != nil {
 		rr := c.rareState()
-		rr.thrown, rr.crossed = r, r
+		rr.thrown = r
 		// The frames the panic unwound are still on the stack here, under
 		// this deferred call; they are not once frozenPanic raises it
-		// again. Bounded as the scheduler's PanicError.Stack is, and kept
-		// at its length, not the buffer's.
-		buf := make([]byte, panicStackMax)
-		rr.crossedStack = bytes.Clone(buf[:runtime.Stack(buf, false)])
+		// again. A panic frozenPanic raised has none of its own: the
+		// stack where it was first raised is kept (or was handed over by
+		// a nested continuation it ended).
+		if !reraised() || rr.crossedStack == nil || !sameInterface(rr.crossed, r) {
+			rr.crossed, rr.crossedStack = r, debug.Stack()
+		}
 		c.rethrow = true
 		return
 	}
@@ -236,16 +248,35 @@ func (c *scCont) crossing(finished *bool) {
 	c.host()
 }
 
-// panicStackMax bounds the stack trace crossing keeps.
-const panicStackMax = 64 << 10
-
 // scPanicStack is PanicStack on this backend.
 func (c *Cont) scPanicStack(v any) []byte {
 	r := c.sc.rare
-	if r == nil || r.crossedStack == nil || !sameInterface(r.crossed, v) {
+	if r == nil || r.crossedStack == nil || !sameInterface(r.crossed, v) || !reraised() {
 		return nil
 	}
 	return r.crossedStack
+}
+
+// frozenPanicEntry is frozenPanic's entry PC.
+var frozenPanicEntry = reflect.ValueOf(frozenPanic).Pointer()
+
+// reraised reports whether the panic whose deferred calls are running on
+// the calling goroutine was raised by frozenPanic: whether, on the
+// calling goroutine's stack, the frame under the runtime's panic is
+// frozenPanic's. Only the panic path calls it.
+func reraised() bool {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for panicking := false; ; {
+		f, more := frames.Next()
+		if panicking {
+			return f.Entry == frozenPanicEntry
+		}
+		panicking = f.Function == "runtime.gopanic"
+		if !more {
+			return false
+		}
+	}
 }
 
 // sameInterface reports whether a and b hold the same interface words:

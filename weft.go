@@ -295,16 +295,21 @@ func (c *Cont) IsDone() bool {
 // or nil when it is not mounted.
 func (c *Cont) Owner() any { return c.owner }
 
-// PanicStack returns the goroutine's stack trace, as runtime.Stack formats
-// it, from when a panic with value v reached c's return barrier while
-// frames still frozen under it had deferred calls pending; nil if no such
-// panic did, and always nil on the portable backend. Such a panic is
-// recovered at the barrier and raised again, with the same value, in the
-// innermost of those frames (docs/design.md), so a deferred call there
-// that records the stack sees it from weft's frozenPanic on, without the
-// frames where the panic was raised: PanicStack has them. Call it with
-// the value recover returned, in a deferred call of c's body; v is
-// matched by identity (the same interface words), not by ==.
+// PanicStack returns where a panic with value v began, for a deferred
+// call that recovered v from a panic weft raised again: a panic that
+// reaches c's return barrier while frames still frozen under it have
+// deferred calls pending is recovered there and raised again, with the
+// same value, in the innermost of those frames (docs/design.md), so the
+// stack that deferred call sees starts at weft's frozenPanic, without the
+// frames where the panic was raised. PanicStack returns the goroutine's
+// stack trace, as runtime.Stack formats it, from when the panic first
+// reached the barrier, with those frames; the same trace if it crosses
+// again (another frozen frame with deferred calls further down, or the
+// barrier of the continuation whose body mounted c, after it ended c). It
+// returns nil when the running panic was not raised again by weft (its
+// own stack is then complete), when v is not its value (matched by
+// interface words, not ==), on the portable backend, and once c has
+// yielded since. The result must not be modified.
 func (c *Cont) PanicStack(v any) []byte {
 	if !useStackCopy {
 		return nil

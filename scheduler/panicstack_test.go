@@ -8,7 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scheduler"
+	"github.com/weftrt/weft/scope"
 )
 
 // yieldThenPanic is a virtual thread's function (outside package
@@ -108,5 +111,65 @@ func TestBodyEndsAfterParks(t *testing.T) {
 		if n := deferred.Load(); n != int32(len(ends)) {
 			t.Errorf("after %d yields the functions' deferred calls ran %d times, want %d", parks, n, len(ends))
 		}
+	}
+}
+
+// nestedDefer, in a continuation of its own inside a virtual thread,
+// has a deferred call pending while it is frozen under that
+// continuation's barrier, three yields deep, when the panic comes.
+//
+//go:noinline
+func nestedDefer(us *scope.Scope) {
+	defer func() {}()
+	nestedMid(us)
+}
+
+//go:noinline
+func nestedMid(us *scope.Scope) { nestedLoop(us) }
+
+//go:noinline
+func nestedLoop(us *scope.Scope) {
+	for range 3 {
+		continuation.Yield(us)
+	}
+	panicsNested()
+}
+
+//go:noinline
+func panicsNested() { panic("nested") }
+
+// A panic raised again at a nested continuation's barrier, which then
+// ends that continuation and crosses the virtual thread's own barrier
+// (its body frozen after three parks), is raised again there too: the
+// stack the thread's PanicError keeps is still the one where the panic
+// began, which the nested continuation hands to the thread's.
+func TestPanicStackNested(t *testing.T) {
+	if weft.ActiveBackend() != weft.StackCopying {
+		// There a nested continuation's panic is raised again by its
+		// Run, on the calling goroutine (docs/limitations.md).
+		t.Skip("the stack-copying backend keeps the stack of a panic that ends a nested continuation; this is " + weft.Backend())
+	}
+	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	vt := start(t, s, func(ctx context.Context) error {
+		for range 3 {
+			scheduler.Yield()
+		}
+		us := scope.New("nested")
+		c := continuation.New(us, func() { nestedDefer(us) })
+		for !c.IsDone() {
+			c.Run()
+		}
+		return nil
+	})
+	var pe *scheduler.PanicError
+	if err := vt.Join(); !errors.As(err, &pe) || pe.Value != "nested" {
+		t.Fatalf("Join = %v, want the nested continuation's panic", err)
+	}
+	if !bytes.Contains(pe.Stack, []byte("scheduler_test.panicsNested(")) {
+		t.Errorf("PanicError.Stack does not name the function that panicked:\n%s", pe.Stack)
 	}
 }
