@@ -481,3 +481,38 @@ func stackGrow(n int) byte {
 	}
 	return stackGrow(n-len(pad)) + pad[n%len(pad)]
 }
+
+// A set of the template cache keeps the two chains published last, so
+// that two chains whose hashes collide both keep their templates; a third
+// evicts the older.
+func TestTemplateSetKeepsTwo(t *testing.T) {
+	var set templateSet
+	mk := func(pc uintptr) *captureTemplate {
+		tm := &captureTemplate{selfPC: 1, nf: 1, stopPC: 2}
+		tm.pcs[0] = pc
+		return tm
+	}
+	find := func(pc uintptr) *captureTemplate {
+		var pcs [maxTemplateFrames]uintptr
+		pcs[0] = pc
+		return set.find(&pcs, 1, 1, 0, 2)
+	}
+	a, b, c := mk(10), mk(20), mk(30)
+	set.publish(a)
+	set.publish(b)
+	if find(10) != a || find(20) != b {
+		t.Fatalf("after two publishes: %p %p, want %p %p", find(10), find(20), a, b)
+	}
+	set.publish(c)
+	if find(10) != nil || find(20) != b || find(30) != c {
+		t.Fatalf("after a third: %p %p %p, want nil %p %p", find(10), find(20), find(30), b, c)
+	}
+	if tm := find(40); tm != nil {
+		t.Fatalf("a chain never published found %p", tm)
+	}
+	var pcs [maxTemplateFrames]uintptr
+	pcs[0] = 20
+	if set.find(&pcs, 1, 1, 7, 2) != nil || set.find(&pcs, 1, 1, 0, 3) != nil || set.find(&pcs, 1, 9, 0, 2) != nil {
+		t.Fatal("a template matched another skip, barrier or capture PC")
+	}
+}

@@ -63,12 +63,19 @@ type captureTemplate struct {
 // bpLink is a saved-frame-pointer slot of a template's region.
 type bpLink struct{ at, next uint32 }
 
-// templateCacheBits sizes the template cache: 256 direct-mapped entries.
+// templateCacheBits sizes the template cache: 256 sets of two.
 const templateCacheBits = 8
 
 // templateCache holds templates by a hash of their chain of PCs. Like
-// descCache it holds only facts about the binary's code.
-var templateCache [1 << templateCacheBits]atomic.Pointer[captureTemplate]
+// descCache it holds only facts about the binary's code. Each set holds
+// two, the newer first, so that two chains whose hashes collide (a loop
+// that parks in a read, then in a write) do not evict each other on every
+// capture: with one template per slot they did, and every such capture
+// took the general path.
+var templateCache [1 << templateCacheBits]templateSet
+
+// templateSet is a set of the template cache.
+type templateSet [2]atomic.Pointer[captureTemplate]
 
 // frozenBytes returns the bytes of stack a capture with t freezes: its
 // region less the outermost frame's arguments.
@@ -76,12 +83,32 @@ func (t *captureTemplate) frozenBytes() uintptr {
 	return (uintptr(t.words) - t.tail[len(t.tail)-arch.RecordHeader]>>32) * wordSize
 }
 
-func templateSlot(pcs []uintptr) *atomic.Pointer[captureTemplate] {
+func templateSetOf(pcs []uintptr) *templateSet {
 	h := uint64(len(pcs))
 	for _, pc := range pcs {
 		h = (h ^ uint64(pc)) * 0x9E3779B97F4A7C15
 	}
 	return &templateCache[h>>(64-templateCacheBits)]
+}
+
+// find returns the set's template of the chain pcs[:nf] from capture's
+// own PC selfPC, leaving out skipPC's frame (0: none), up to the barrier
+// at stopPC; nil if it holds none.
+func (s *templateSet) find(pcs *[maxTemplateFrames]uintptr, nf int, selfPC, skipPC, stopPC uintptr) *captureTemplate {
+	for i := range s {
+		if t := s[i].Load(); t != nil && t.nf == nf && t.pcs == *pcs && t.selfPC == selfPC && t.skipPC == skipPC && t.stopPC == stopPC {
+			return t
+		}
+	}
+	return nil
+}
+
+// publish makes t the set's newer template, the newer one before it the
+// older. Two publishers at once may lose one of theirs: a template is
+// only ever a shortcut, and each one stored is complete and immutable.
+func (s *templateSet) publish(t *captureTemplate) {
+	s[1].Store(s[0].Load())
+	s[0].Store(t)
 }
 
 // fastCapture captures the region above the return barrier with the
@@ -230,11 +257,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 		sp = unsafe.Add(sp, d.size)
 	}
-	t := templateSlot(pcs[:nf]).Load()
-	if t == nil || t.nf != nf || t.pcs != pcs || t.selfPC != selfPC || t.skipPC != skipPC || t.stopPC != pc {
-		return nil
-	}
-	return t
+	return templateSetOf(pcs[:nf]).find(&pcs, nf, selfPC, skipPC, pc)
 }
 
 // templateAtHook, if set (by tests), is called at each step of
@@ -254,8 +277,8 @@ func (s *captureScratch) templateFor() *captureTemplate {
 	for i := range s.frames {
 		pcs[i] = s.frames[i].pc
 	}
-	slot := templateSlot(pcs[:nf])
-	if t := slot.Load(); t != nil && t.nf == nf && t.pcs == pcs && t.selfPC == s.selfPC && t.skipPC == s.skipPC && t.stopPC == s.stopPC {
+	set := templateSetOf(pcs[:nf])
+	if t := set.find(&pcs, nf, s.selfPC, s.skipPC, s.stopPC); t != nil {
 		return t
 	}
 	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, words: len(s.words)}
@@ -307,6 +330,6 @@ func (s *captureScratch) templateFor() *captureTemplate {
 		uintptr(len(s.words)) | uintptr(np)<<32,
 		uintptr(size),
 	})
-	slot.Store(t)
+	set.publish(t)
 	return t
 }
