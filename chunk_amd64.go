@@ -88,11 +88,10 @@ var clearedHook func(c *stackChunk, words []uint32)
 // engine frame at the bottom only because a lazy thaw stopped there, a
 // nested Continuation.Run, is cut off too, and costs a barrier crossing
 // when it returns.) Every other record holds at least laterRecordFrames;
-// and every record is
-// extended so that no reference into the stack crosses a record boundary:
-// no thawed frame ever points into a frame that is still frozen. A
-// record's outermost frame also has at most arch.MaxRecordArgs bytes of
-// arguments.
+// and every record is extended so that no reference into the stack
+// crosses a record boundary: no thawed frame ever points into a frame
+// that is still frozen. A record's outermost frame also has at most
+// arch.MaxRecordArgs bytes of arguments.
 //
 // A small fresh region (the first capture after the body was entered
 // directly, of at most wholeRecordWords words) is one record instead, as

@@ -362,9 +362,8 @@ const maxFree = 64
 // objects cannot take weft's capture fast path. The body is in the region
 // of a virtual thread's first parks (the thaw policy then leaves it frozen
 // under the return barrier until the function returns: from the second
-// park on, as a rule), and is
-// one frame rather than a closure calling a method: each frame is frozen
-// with every parked virtual thread.
+// park on, as a rule), and is one frame rather than a closure calling a
+// method: each frame is frozen with every parked virtual thread.
 func vthreadBody() {
 	defer bodyEnded()
 	vt := bodyVThread()
