@@ -553,8 +553,14 @@ func (s *Scheduler) readyBack(vt *VThread) {
 // appendGlobal queues vt on the global queue; s.mu is held.
 func (s *Scheduler) appendGlobal(vt *VThread) {
 	s.global = append(s.global, vt)
-	s.nglobal.Store(int32(len(s.global)))
+	s.nglobal.Store(int32(len(s.global) - s.ghead))
 }
+
+// maxKeptGlobal is the largest array the global queue keeps once empty: a
+// burst of starts from outside (100,000 threads at once) does not hold its
+// array for good, and the usual trickle (timers, the poller, a goroutine's
+// Go) reuses one without allocating.
+const maxKeptGlobal = 1024
 
 // hasGlobal reports whether the global queue holds a virtual thread,
 // without the lock: a carrier about to sleep raises nidle before it looks,
@@ -574,16 +580,28 @@ func (s *Scheduler) popGlobal() *VThread {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.global) == 0 {
+	if s.ghead == len(s.global) {
 		return nil
 	}
-	vt := s.global[0]
-	s.global[0] = nil
-	s.global = s.global[1:]
-	if len(s.global) == 0 {
-		s.global = nil
+	vt := s.global[s.ghead]
+	s.global[s.ghead] = nil
+	s.ghead++
+	switch {
+	case s.ghead == len(s.global): // empty: start again at the front
+		if cap(s.global) > maxKeptGlobal {
+			s.global = nil
+		} else {
+			s.global = s.global[:0]
+		}
+		s.ghead = 0
+	case s.ghead > 64 && 2*s.ghead > len(s.global):
+		// Never empty, as under a steady stream: move the queue down
+		// rather than let append grow the array with its dead front.
+		n := copy(s.global, s.global[s.ghead:])
+		clear(s.global[n:])
+		s.global, s.ghead = s.global[:n], 0
 	}
-	s.nglobal.Store(int32(len(s.global)))
+	s.nglobal.Store(int32(len(s.global) - s.ghead))
 	return vt
 }
 

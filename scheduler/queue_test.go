@@ -82,3 +82,78 @@ func TestRunQueueModel(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalQueueModel drives the global queue with random bursts of
+// appends and pops against a plain FIFO slice: nothing lost or reordered
+// through the head's moves, the compactions and the reuse of the array; no
+// slot outside the live part keeps a thread; nglobal says the length; an
+// emptied queue keeps a small array (a trickle allocates nothing) and
+// drops a large one.
+func TestGlobalQueueModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := &Scheduler{}
+	var model []*VThread
+	next := uint64(0)
+	check := func(step int) {
+		t.Helper()
+		if live := s.global[s.ghead:]; !slices.Equal(live, model) {
+			t.Fatalf("step %d: queue %v, want %v", step, live, model)
+		}
+		if n := s.nglobal.Load(); int(n) != len(model) {
+			t.Fatalf("step %d: nglobal %d, want %d", step, n, len(model))
+		}
+		for i, vt := range s.global[:s.ghead] {
+			if vt != nil {
+				t.Fatalf("step %d: slot %d below the head keeps %v", step, i, vt)
+			}
+		}
+		for i, vt := range s.global[len(s.global):cap(s.global)] {
+			if vt != nil {
+				t.Fatalf("step %d: slot %d past the tail keeps %v", step, len(s.global)+i, vt)
+			}
+		}
+	}
+	for step := range 5000 {
+		// Bursts of either kind, some long, so that the queue both
+		// empties often and runs long without emptying.
+		n := 1 + rng.IntN(8)
+		if rng.IntN(50) == 0 {
+			n = 2000
+		}
+		if rng.IntN(2) == 0 {
+			for range n {
+				next++
+				vt := &VThread{id: next}
+				s.appendGlobal(vt)
+				model = append(model, vt)
+			}
+		} else {
+			for range n {
+				got := s.popGlobal()
+				var want *VThread
+				if len(model) > 0 {
+					want, model = model[0], model[1:]
+				}
+				if got != want {
+					t.Fatalf("step %d: popGlobal got %v, want %v", step, got, want)
+				}
+			}
+		}
+		check(step)
+		if len(model) == 0 && cap(s.global) > maxKeptGlobal {
+			t.Fatalf("step %d: the empty queue keeps an array of %d", step, cap(s.global))
+		}
+	}
+
+	// A trickle through an emptied queue reuses its array.
+	for range 3 {
+		s.appendGlobal(&VThread{})
+		s.popGlobal()
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		s.appendGlobal(&VThread{id: 1})
+		s.popGlobal()
+	}); allocs > 1 { // the VThread itself
+		t.Errorf("append and pop on an empty queue: %v allocations, want 1 (the thread)", allocs)
+	}
+}

@@ -122,8 +122,9 @@ type Scheduler struct {
 	// their own, so that the reads above, on every start, do not miss.
 	_       cpu.CacheLinePad
 	mu      sync.Mutex   // guards global, idle and temp
-	global  []*VThread   // submitted from outside carriers, FIFO
-	nglobal atomic.Int32 // len(global), read without the lock by popGlobal and hasGlobal
+	global  []*VThread   // submitted from outside carriers, FIFO: global[ghead:]
+	ghead   int          // where the queue starts in global
+	nglobal atomic.Int32 // the queue's length, read without the lock by popGlobal and hasGlobal
 	idle    []*carrier   // carriers waiting for work
 	nidle   atomic.Int32 // len(idle), read without the lock by wakeOne
 	temp    int          // running compensation carriers
