@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -109,16 +110,16 @@ func pollNow() bool {
 	if p == nil {
 		return false
 	}
-	var events [32]unix.EpollEvent
-	n := 0
+	b := pollBufs.Get().(*pollBuf)
+	defer pollBufs.Put(b)
 	// Control holds the descriptor open across the call: the loop may
 	// close it at any time once the last socket is gone.
-	if p.rc.Control(func(fd uintptr) { n, _ = unix.EpollWait(int(fd), events[:], 0) }) != nil {
+	if p.rc.Control(b.wait) != nil {
 		return false
 	}
 	woke := false
-	for i := range events[:max(n, 0)] {
-		ev := &events[i]
+	for i := range b.events[:max(b.n, 0)] {
+		ev := &b.events[i]
 		if ev.Fd == wakeKey {
 			// The loop's stop signal, level-triggered: the loop sees it
 			// too, until it reads the eventfd.
@@ -128,6 +129,22 @@ func pollNow() bool {
 	}
 	return woke
 }
+
+// A pollBuf is pollNow's buffer for epoll_wait, with the function that
+// fills it made once: a closure made at each call, and the array it
+// writes, would escape to the heap through RawConn.Control, 400 bytes on
+// every look of every idle carrier.
+type pollBuf struct {
+	events [32]unix.EpollEvent
+	n      int
+	wait   func(fd uintptr)
+}
+
+var pollBufs = sync.Pool{New: func() any {
+	b := new(pollBuf)
+	b.wait = func(fd uintptr) { b.n, _ = unix.EpollWait(int(fd), b.events[:], 0) }
+	return b
+}}
 
 // dispatch hands a socket's readiness event to its pollDesc, if the
 // socket is still registered, and reports whether it was.
@@ -382,7 +399,7 @@ func (pd *pollDesc) shut() bool {
 		return false
 	}
 	pd.mu.Lock()
-	ws := append(pd.r.take(), pd.w.take()...)
+	ws := pd.w.take(pd.r.take(nil))
 	ws = append(ws, pd.wq...)
 	pd.wq = nil
 	pd.mu.Unlock()
@@ -444,12 +461,24 @@ func (pd *pollDesc) destroy() error {
 	return pd.errc
 }
 
-// take removes and returns the waiters of d. Called with pd.mu held.
-func (d *dir) take() []*waiter {
-	ws := d.waiters
-	d.waiters = nil
-	return ws
+// take moves the waiters of d onto the end of into and returns it. d
+// keeps its array for the waiters to come, so that a park queues itself
+// without allocating, unless a crowd of waiters made it large. Called
+// with pd.mu held.
+func (d *dir) take(into []*waiter) []*waiter {
+	into = append(into, d.waiters...)
+	clear(d.waiters)
+	if cap(d.waiters) > maxKeptWaiters {
+		d.waiters = nil
+	} else {
+		d.waiters = d.waiters[:0]
+	}
+	return into
 }
+
+// maxKeptWaiters is the largest array of waiters a direction keeps once
+// its waiters are taken.
+const maxKeptWaiters = 16
 
 func (d *dir) stopTimer() {
 	if d.timer != nil {
@@ -473,16 +502,16 @@ func (pd *pollDesc) ready(events uint32) {
 	if w {
 		pd.w.seq.Add(1)
 	}
-	var rs, ws []*waiter
+	var buf [4]*waiter // usually enough: no allocation
+	ws := buf[:0]
 	pd.mu.Lock()
 	if r {
-		rs = pd.r.take()
+		ws = pd.r.take(ws)
 	}
 	if w {
-		ws = pd.w.take()
+		ws = pd.w.take(ws)
 	}
 	pd.mu.Unlock()
-	wakeAll(rs)
 	wakeAll(ws)
 }
 
@@ -537,7 +566,7 @@ func (pd *pollDesc) wait(d *dir, seq uint64, ctx context.Context) error {
 	pd.mu.Lock()
 	for i, x := range d.waiters {
 		if x == w {
-			d.waiters = append(d.waiters[:i], d.waiters[i+1:]...)
+			d.waiters = slices.Delete(d.waiters, i, i+1) // clears the freed slot
 			break
 		}
 	}
@@ -556,7 +585,7 @@ func (pd *pollDesc) setDeadline(d *dir, t time.Time) []*waiter {
 	dur := time.Until(t)
 	if dur <= 0 {
 		d.expired.Store(true)
-		return d.take()
+		return d.take(nil)
 	}
 	d.expired.Store(false)
 	gen := d.gen
@@ -573,7 +602,7 @@ func (pd *pollDesc) expire(d *dir, gen uint64) {
 	}
 	d.expired.Store(true)
 	d.timer = nil
-	ws := d.take()
+	ws := d.take(nil)
 	pd.mu.Unlock()
 	wakeAll(ws)
 }
