@@ -2,6 +2,7 @@ package weft
 
 import (
 	"bytes"
+	"iter"
 	"runtime"
 	"testing"
 
@@ -166,5 +167,147 @@ func TestPanicStackTwiceAndStale(t *testing.T) {
 	}
 	if stack != nil && !bytes.Contains(stack, []byte("weft.staleRaiseAgain(")) {
 		t.Errorf("PanicStack gave the second panic the first one's stack:\n%s", stack)
+	}
+}
+
+//go:noinline
+func runRaise(v int) { panic(v) }
+
+//go:noinline
+func runYieldThenRaise(s *scope.Scope, yields, v int) {
+	for range yields {
+		if _, perr := Yield(s); perr != nil {
+			panic(perr)
+		}
+	}
+	runRaise(v)
+}
+
+// stackFor is what a deferred call that recovered r can know of where r
+// began: PanicStack's trace if c has one (and whether it did), else its
+// own stack.
+func stackFor(c *Cont, r any) (stack []byte, fromEngine bool) {
+	if stack = c.PanicStack(r); stack != nil {
+		return stack, true
+	}
+	buf := make([]byte, 64<<10)
+	return buf[:runtime.Stack(buf, false)], false
+}
+
+// A panic that ends a continuation's body reaches the goroutine that
+// called Run, and a deferred call there that recovers it can learn where
+// it began. On the stack-copying backend the body's frames were on that
+// goroutine, so its own stack names them and PanicStack has nothing to
+// add; on the portable backend the body ran on a goroutine of its own and
+// iter.Pull raised the panic again in Run, so the stack is PanicStack's.
+func TestPanicStackFromRun(t *testing.T) {
+	for yields := range 3 {
+		s := scope.New("fromrun")
+		c := NewCont(s, func() { runYieldThenRaise(s, yields, 7) })
+		var stack []byte
+		var fromEngine bool
+		func() {
+			defer func() { stack, fromEngine = stackFor(c, recover()) }()
+			for {
+				c.Run(nil)
+			}
+		}()
+		if !bytes.Contains(stack, []byte("weft.runRaise(")) {
+			t.Errorf("after %d yields the stack the deferred call has does not name the function that panicked:\n%s", yields, stack)
+		}
+		if want := !useStackCopy; fromEngine != want {
+			t.Errorf("after %d yields PanicStack gave a stack: %v, want %v (backend: %s)", yields, fromEngine, want, Backend())
+		}
+		// Not for another value, and not for a panic of ordinary code.
+		if got := c.PanicStack(8); got != nil {
+			t.Errorf("PanicStack(8) after a panic with 7 = %q, want nil", got)
+		}
+		func() {
+			defer func() {
+				if got := c.PanicStack(recover()); got != nil {
+					t.Errorf("PanicStack for a panic raised by the caller itself, with the same value: %q, want nil", got)
+				}
+			}()
+			runRaise(7)
+		}()
+	}
+}
+
+//go:noinline
+func pullRaise(v int) { panic(v) }
+
+// A panic that ends a nested continuation ends its parent's body too, if
+// nothing recovers it: a deferred call in the parent's body that recovers
+// it can learn where it began, on either backend. A yield forgets it: a
+// later panic with the same value that iter.Pull raises again, for a
+// sequence of the caller's own, does not get its stack. And a nested
+// continuation's runtime.Goexit still ends the parent's body.
+func TestPanicStackNestedCont(t *testing.T) {
+	outer, inner := scope.New("outer"), scope.New("inner")
+	var parent *Cont
+	var inBody, afterYield []byte
+	parent = NewCont(outer, func() {
+		func() {
+			defer func() { inBody, _ = stackFor(parent, recover()) }()
+			child := NewCont(inner, func() { runYieldThenRaise(inner, 2, 9) })
+			for {
+				child.Run(nil)
+			}
+		}()
+		if _, perr := Yield(outer); perr != nil {
+			panic(perr)
+		}
+		func() {
+			defer func() { afterYield = parent.PanicStack(recover()) }()
+			next, stop := iter.Pull(func(func(int) bool) { pullRaise(9) })
+			defer stop()
+			next()
+		}()
+		child := NewCont(inner, func() { runtime.Goexit() })
+		child.Run(nil)
+		t.Error("a nested continuation's runtime.Goexit did not end the parent's body")
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !parent.IsDone() {
+			parent.Run(nil)
+		}
+	}()
+	<-done
+	if !bytes.Contains(inBody, []byte("weft.runRaise(")) {
+		t.Errorf("the stack a deferred call in the parent's body has of the nested continuation's panic does not name the function that panicked:\n%s", inBody)
+	}
+	if afterYield != nil {
+		t.Errorf("PanicStack gave a panic of the caller's own iter.Pull, after a yield, an earlier panic's stack:\n%s", afterYield)
+	}
+	if !parent.IsDone() {
+		t.Error("the parent did not end")
+	}
+}
+
+// Through two levels of nesting: the middle continuation's body ends by
+// the panic its child's Run raised again, and still hands on the stack
+// where the panic began, not its own.
+func TestPanicStackThreeDeep(t *testing.T) {
+	s1, s2, s3 := scope.New("top"), scope.New("middle"), scope.New("bottom")
+	var top *Cont
+	var stack []byte
+	top = NewCont(s1, func() {
+		defer func() { stack, _ = stackFor(top, recover()) }()
+		middle := NewCont(s2, func() {
+			bottom := NewCont(s3, func() { runYieldThenRaise(s3, 1, 11) })
+			for {
+				bottom.Run(nil)
+			}
+		})
+		middle.Run(nil)
+	})
+	top.Run(nil)
+	if !top.IsDone() {
+		t.Fatal("the top continuation did not end")
+	}
+	if !bytes.Contains(stack, []byte("weft.runRaise(")) {
+		t.Errorf("the stack does not name the function that panicked:\n%s", stack)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/weftrt/weft/internal/gls"
@@ -33,6 +34,14 @@ type portableState struct {
 	// callerG is the goroutine that called Run (an arch.G value), whose
 	// record, if any, is the parent continuation's (Cont.parent).
 	callerG uintptr
+
+	// panicked is the value of the panic that last ran out of the body
+	// goroutine, or out of a nested continuation's Run on it, and
+	// panicStack the stack trace of the body goroutine where that panic
+	// began (PanicStack); died says the body goroutine ended by it.
+	panicked   any
+	panicStack []byte
+	died       bool
 }
 
 type request uint8
@@ -56,8 +65,102 @@ func (c *Cont) start() {
 		c.local.Locks = rt.CurLockCount()
 		g := gls.Bind(&c.local)
 		defer gls.Unbind(g)
+		ended := false
+		defer func() {
+			if ended || !unwindingPanic() {
+				return // the body returned, or runtime.Goexit (a cancel too)
+			}
+			// iter.Pull raises the panic again in the goroutine that
+			// called Run, whose deferred calls see a stack without the
+			// frames where it began: keep those for PanicStack.
+			r := recover()
+			if r == nil {
+				// panic(nil) under GODEBUG=panicnil=1, which recover
+				// has stopped: iter.Pull ends the calling goroutine
+				// with runtime.Goexit for it, as it would have.
+				runtime.Goexit()
+			}
+			c.pt.keepPanic(r)
+			panic(r)
+		}()
 		c.sc.body()
+		ended = true
 	})
+}
+
+// unwindingPanic reports whether the deferred call that calls it runs
+// because of a panic, not runtime.Goexit. Only the paths that end a body
+// goroutine abnormally call it.
+func unwindingPanic() bool {
+	var pcs [8]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	for {
+		f, more := frames.Next()
+		switch f.Function {
+		case "runtime.gopanic":
+			return true
+		case "runtime.Goexit":
+			return false
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// keepPanic records the panic r that is ending the body goroutine, and
+// where it began: the stack of this goroutine now, unless r is the panic
+// a nested continuation's Run raised again here and handed down with its
+// own stack (handPanic), which is kept.
+func (p *portableState) keepPanic(r any) {
+	if p.panicStack == nil || !sameInterface(p.panicked, r) || !pullReraised() {
+		p.panicked, p.panicStack = r, debug.Stack()
+	}
+	p.died = true
+}
+
+// handPanic gives the panic that ended c's body goroutine (keepPanic) to
+// the continuation whose body called c's Run, where iter.Pull raises it
+// again. Called on that goroutine, as the panic leaves c's Run.
+func (c *Cont) handPanic() {
+	p := c.pt
+	if p == nil || !p.died {
+		return
+	}
+	if q := c.parent(); q != nil && q.pt != nil {
+		q.pt.panicked, q.pt.panicStack = p.panicked, p.panicStack
+	}
+}
+
+// ptPanicStack is PanicStack on the portable backend, which answers for a
+// panic that iter.Pull raised again on the calling goroutine: one that
+// ended the body goroutine of c (asked from c's Run's caller) or of a
+// continuation nested in c (asked from c's body).
+func (c *Cont) ptPanicStack(v any) []byte {
+	p := c.pt
+	if p == nil || p.panicStack == nil || !sameInterface(p.panicked, v) || !pullReraised() {
+		return nil
+	}
+	return p.panicStack
+}
+
+// pullReraised reports whether the panic whose deferred calls are running
+// on the calling goroutine was raised by iter.Pull's next function, which
+// raises again the panic that ended its sequence's goroutine. Only the
+// panic path calls it.
+func pullReraised() bool {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for panicking := false; ; {
+		f, more := frames.Next()
+		if panicking {
+			return strings.HasPrefix(f.Function, "iter.Pull[")
+		}
+		panicking = f.Function == "runtime.gopanic"
+		if !more {
+			return false
+		}
+	}
 }
 
 // switchIn switches into the body goroutine with request r and returns when
@@ -72,6 +175,9 @@ func (c *Cont) switchIn(r request) bool {
 // park switches out of the body goroutine and serves requests until one
 // says to go on. It reports whether the continuation was abandoned.
 func (c *Cont) park() (cancelled bool) {
+	if c.pt.panicStack != nil {
+		c.pt.panicked, c.pt.panicStack = nil, nil // that panic is over
+	}
 	for {
 		c.pt.yield(struct{}{})
 		switch c.pt.req {

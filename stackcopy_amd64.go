@@ -279,13 +279,6 @@ func reraised() bool {
 	}
 }
 
-// sameInterface reports whether a and b hold the same interface words:
-// the same dynamic type and the same data word, without comparing the
-// values (which may not be comparable).
-func sameInterface(a, b any) bool {
-	return *(*[2]unsafe.Pointer)(unsafe.Pointer(&a)) == *(*[2]unsafe.Pointer)(unsafe.Pointer(&b))
-}
-
 // frozenPanic raises the panic in scCont.thrown again. arch.Thaw enters it
 // as if the innermost thawed frame had called it where that frame
 // continues.

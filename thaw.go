@@ -75,6 +75,7 @@ func (c *Cont) mounted(owner any) {
 	normal := false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit
+			c.handPanic()
 			c.finish()
 		}
 	}()

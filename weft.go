@@ -305,16 +305,33 @@ func (c *Cont) Owner() any { return c.owner }
 // stack trace, as runtime.Stack formats it, from when the panic first
 // reached the barrier, with those frames; the same trace if it crosses
 // again (another frozen frame with deferred calls further down, or the
-// barrier of the continuation whose body mounted c, after it ended c). It
-// returns nil when the running panic was not raised again by weft (its
-// own stack is then complete), when v is not its value (matched by
-// interface words, not ==), on the portable backend, and once c has
+// barrier of the continuation whose body mounted c, after it ended c).
+//
+// On the portable backend each body runs on a goroutine of its own, and a
+// panic that ends one is raised again by Run in the goroutine that called
+// it (as iter.Pull does), whose deferred calls see a stack without the
+// body's frames. There PanicStack gives a deferred call that recovered v
+// the stack trace of the body goroutine where the panic began: asked of c
+// by the goroutine that called c's Run, when the panic ended c's body, or
+// by c's body, when it ended the body of a continuation nested in c (one
+// nesting further down hands it on through each level).
+//
+// PanicStack returns nil when the running panic was not raised again by
+// weft or by a portable Run (its own stack is then complete), when v is
+// not its value (matched by interface words, not ==), and once c has
 // yielded since. The result must not be modified.
 func (c *Cont) PanicStack(v any) []byte {
 	if !useStackCopy {
-		return nil
+		return c.ptPanicStack(v)
 	}
 	return c.scPanicStack(v)
+}
+
+// sameInterface reports whether a and b hold the same interface words:
+// the same dynamic type and the same data word, without comparing the
+// values (which may not be comparable).
+func sameInterface(a, b any) bool {
+	return *(*[2]unsafe.Pointer)(unsafe.Pointer(&a)) == *(*[2]unsafe.Pointer)(unsafe.Pointer(&b))
 }
 
 // Stats returns a snapshot of the continuation's counters, all zero for a

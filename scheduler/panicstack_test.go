@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scheduler"
 	"github.com/weftrt/weft/scope"
@@ -144,11 +143,6 @@ func panicsNested() { panic("nested") }
 // stack the thread's PanicError keeps is still the one where the panic
 // began, which the nested continuation hands to the thread's.
 func TestPanicStackNested(t *testing.T) {
-	if weft.ActiveBackend() != weft.StackCopying {
-		// There a nested continuation's panic is raised again by its
-		// Run, on the calling goroutine (docs/limitations.md).
-		t.Skip("the stack-copying backend keeps the stack of a panic that ends a nested continuation; this is " + weft.Backend())
-	}
 	s, err := scheduler.New(scheduler.Options{Carriers: 1})
 	if err != nil {
 		t.Fatal(err)
