@@ -238,14 +238,14 @@ func pullRaise(v int) { panic(v) }
 
 // A panic that ends a nested continuation ends its parent's body too, if
 // nothing recovers it: a deferred call in the parent's body that recovers
-// it can learn where it began, on either backend. A yield forgets it: a
-// later panic with the same value that iter.Pull raises again, for a
-// sequence of the caller's own, does not get its stack. And a nested
+// it can learn where it began, on either backend. A later panic with the
+// same value that iter.Pull raises again, for a sequence of the body's
+// own, does not get its stack, before a yield or after. And a nested
 // continuation's runtime.Goexit still ends the parent's body.
 func TestPanicStackNestedCont(t *testing.T) {
 	outer, inner := scope.New("outer"), scope.New("inner")
 	var parent *Cont
-	var inBody, afterYield []byte
+	var inBody, ownPull, afterYield []byte
 	parent = NewCont(outer, func() {
 		func() {
 			defer func() { inBody, _ = stackFor(parent, recover()) }()
@@ -253,6 +253,12 @@ func TestPanicStackNestedCont(t *testing.T) {
 			for {
 				child.Run(nil)
 			}
+		}()
+		func() {
+			defer func() { ownPull = parent.PanicStack(recover()) }()
+			next, stop := iter.Pull(func(func(int) bool) { pullRaise(9) })
+			defer stop()
+			next()
 		}()
 		if _, perr := Yield(outer); perr != nil {
 			panic(perr)
@@ -277,6 +283,9 @@ func TestPanicStackNestedCont(t *testing.T) {
 	<-done
 	if !bytes.Contains(inBody, []byte("weft.runRaise(")) {
 		t.Errorf("the stack a deferred call in the parent's body has of the nested continuation's panic does not name the function that panicked:\n%s", inBody)
+	}
+	if ownPull != nil {
+		t.Errorf("PanicStack gave a panic of the body's own iter.Pull the nested continuation's earlier stack:\n%s", ownPull)
 	}
 	if afterYield != nil {
 		t.Errorf("PanicStack gave a panic of the caller's own iter.Pull, after a yield, an earlier panic's stack:\n%s", afterYield)

@@ -145,23 +145,38 @@ func (c *Cont) ptPanicStack(v any) []byte {
 }
 
 // pullReraised reports whether the panic whose deferred calls are running
-// on the calling goroutine was raised by iter.Pull's next function, which
-// raises again the panic that ended its sequence's goroutine. Only the
-// panic path calls it.
+// on the calling goroutine was raised again by a continuation's Run: by
+// iter.Pull's next function, which raises the panic that ended its
+// sequence's goroutine, called by switchIn. (An iter.Pull of the body's
+// own raises panics too, which have no record here.) Only the panic path
+// calls it.
 func pullReraised() bool {
 	var pcs [64]uintptr
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
-	for panicking := false; ; {
+	for state := 0; ; {
 		f, more := frames.Next()
-		if panicking {
-			return strings.HasPrefix(f.Function, "iter.Pull[")
+		switch state {
+		case 0: // above the panic
+			if f.Function == "runtime.gopanic" {
+				state = 1
+			}
+		case 1: // the frame that panicked
+			if !strings.HasPrefix(f.Function, "iter.Pull[") {
+				return false
+			}
+			state = 2
+		case 2: // its caller
+			return f.Function == switchInName
 		}
-		panicking = f.Function == "runtime.gopanic"
 		if !more {
 			return false
 		}
 	}
 }
+
+// switchInName is switchIn's name in the runtime's tables (an inlined
+// call keeps its own frame in runtime.CallersFrames).
+var switchInName = enginePrefix + "(*Cont).switchIn"
 
 // switchIn switches into the body goroutine with request r and returns when
 // it switches out again: true if it parked, false if the body finished. A

@@ -596,10 +596,17 @@ func (s *Scheduler) popGlobal() *VThread {
 		s.ghead = 0
 	case s.ghead > 64 && 2*s.ghead > len(s.global):
 		// Never empty, as under a steady stream: move the queue down
-		// rather than let append grow the array with its dead front.
-		n := copy(s.global, s.global[s.ghead:])
-		clear(s.global[n:])
-		s.global, s.ghead = s.global[:n], 0
+		// rather than let append grow the array with its dead front;
+		// into a smaller array if a burst made this one large.
+		live := s.global[s.ghead:]
+		if cap(s.global) > maxKeptGlobal && 4*len(live) < cap(s.global) {
+			s.global = append(make([]*VThread, 0, 2*len(live)), live...)
+		} else {
+			n := copy(s.global, live)
+			clear(s.global[n:])
+			s.global = s.global[:n]
+		}
+		s.ghead = 0
 	}
 	s.nglobal.Store(int32(len(s.global) - s.ghead))
 	return vt

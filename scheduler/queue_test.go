@@ -145,6 +145,28 @@ func TestGlobalQueueModel(t *testing.T) {
 		}
 	}
 
+	// After a burst, a queue that never empties again does not keep the
+	// burst's array.
+	for range 5000 {
+		s.appendGlobal(&VThread{})
+	}
+	for range 20000 {
+		s.appendGlobal(&VThread{})
+		s.popGlobal()
+		s.popGlobal()
+		if s.nglobal.Load() < 10 {
+			s.appendGlobal(&VThread{})
+		}
+	}
+	if n := s.nglobal.Load(); n == 0 || n > 20 {
+		t.Fatalf("the queue holds %d threads: the test tests nothing", n)
+	}
+	if c := cap(s.global); c > maxKeptGlobal {
+		t.Errorf("a queue of %d threads, never empty since a burst of 5,000, keeps an array of %d", s.nglobal.Load(), c)
+	}
+	for s.popGlobal() != nil {
+	}
+
 	// A trickle through an emptied queue reuses its array.
 	for range 3 {
 		s.appendGlobal(&VThread{})
