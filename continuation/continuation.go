@@ -134,6 +134,23 @@ func (c *Continuation) Scope() *scope.Scope { return c.c.Scope() }
 // StackTrace includes these frames).
 func (c *Continuation) StackTrace() []runtime.Frame { return c.c.StackTrace() }
 
+// PanicStack returns where a panic with value v began, as runtime.Stack
+// formats a goroutine's trace, for a deferred call that recovered v where
+// the frames it began in are no longer on the stack; it returns nil where
+// the deferred call's own stack (debug.Stack) has them. Two cases:
+//
+//   - Asked from c's body, for a panic that reached frames of the body
+//     still frozen by an earlier Yield (with deferred calls pending), or
+//     that ended a continuation nested in c: the engine raised it again
+//     there, after the frames where it began had unwound.
+//   - Asked from the goroutine that called c's Run, for a panic that
+//     ended c's body, on the portable backend, where the body ran on a
+//     goroutine of its own and Run raised the panic again.
+//
+// v is matched by its interface words, not ==; the answer is nil once c
+// has yielded since. The result must not be modified.
+func (c *Continuation) PanicStack(v any) []byte { return c.c.PanicStack(v) }
+
 // Stats returns the continuation's counters: calls to Run that mounted it
 // (a continuation resumed as part of an enclosing one is not counted
 // again), suspensions, pinned yields, and on the stack-copying backend the

@@ -2,6 +2,7 @@ package continuation_test
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/weftrt/weft/continuation"
@@ -101,3 +102,37 @@ func ExampleCurrent() {
 	// before Run: true
 	// in the body: true
 }
+
+// A deferred call that recovers a panic from a continuation's body learns
+// where it began from PanicStack when its own stack no longer shows it
+// (on the portable backend, where the body ran on another goroutine), and
+// from its own stack otherwise.
+func ExampleContinuation_PanicStack() {
+	s := scope.New("explode")
+	c := continuation.New(s, func() {
+		continuation.Yield(s)
+		explode()
+	})
+	func() {
+		defer func() {
+			r := recover()
+			stack := c.PanicStack(r)
+			if stack == nil {
+				stack = debug.Stack()
+			}
+			fmt.Println("recovered:", r)
+			fmt.Println("the stack names explode:", strings.Contains(string(stack), "continuation_test.explode("))
+		}()
+		for {
+			c.Run()
+		}
+	}()
+	fmt.Println("done:", c.IsDone())
+	// Output:
+	// recovered: boom
+	// the stack names explode: true
+	// done: true
+}
+
+//go:noinline
+func explode() { panic("boom") }
