@@ -324,6 +324,12 @@ func (fd *netFD) write(p []byte) (int, error) {
 				err = io.ErrUnexpectedEOF
 				break
 			}
+			if nn == len(p) {
+				// All written: done, whatever the deadline or a Close
+				// did meanwhile (as package net; only a write with
+				// bytes left checks them again).
+				break
+			}
 			continue
 		}
 		if werr == unix.EINTR {

@@ -1103,3 +1103,55 @@ func TestReadinessPathAllocs(t *testing.T) {
 		t.Errorf("a readiness edge that wakes a waiter: %v allocations, want 0", edge)
 	}
 }
+
+// A Write that has written all its bytes succeeds, as on package net,
+// even if its deadline passes or Close begins just after its last system
+// call: it used to check them once more before it noticed it was done,
+// and returned len(p) with a timeout or net.ErrClosed.
+func TestWriteCompleteIgnoresLateDeadlineAndClose(t *testing.T) {
+	leakCheck(t)
+	c, srv := pair(t)
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		io.Copy(io.Discard, srv)
+	}()
+	buf := make([]byte, 1024)
+	rng := rand.New(rand.NewPCG(5, 6))
+	late := 0
+	for range 5000 {
+		c.SetWriteDeadline(time.Now().Add(time.Duration(rng.IntN(30)) * time.Microsecond))
+		if n, err := c.Write(buf); err != nil && n == len(buf) {
+			late++
+		}
+	}
+	if late > 0 {
+		t.Errorf("%d of 5,000 Writes wrote every byte and returned a timeout", late)
+	}
+	c.SetWriteDeadline(time.Time{})
+
+	// Close racing a Write of the same connection, on fresh pairs.
+	late = 0
+	for range 300 {
+		a, b := pair(t)
+		go io.Copy(io.Discard, b)
+		timer := time.AfterFunc(time.Duration(rng.IntN(40))*time.Microsecond, func() { a.Close() })
+		for {
+			n, err := a.Write(buf)
+			if err != nil {
+				if n == len(buf) {
+					late++
+				}
+				break
+			}
+		}
+		timer.Stop()
+		a.Close()
+		b.Close()
+	}
+	if late > 0 {
+		t.Errorf("%d of 300 Writes wrote every byte and returned an error for a Close that began after", late)
+	}
+	c.Close()
+	<-drained
+}
