@@ -165,8 +165,11 @@ const starvationThreshold = time.Millisecond
 // stands still while virtual threads run), the mutex switches to handoff
 // mode: Unlock hands the lock directly to the
 // first waiter, in FIFO order, and newcomers queue behind. It switches back
-// when the queue empties. So no waiter starves, and the common uncontended
-// case is one compare-and-swap.
+// when the queue empties, or when a waiter it hands the lock to had waited
+// less than 1 ms (not in deterministic mode, where waits take no time on
+// its clock). So no waiter starves, the lock goes back to barging once
+// waits are short again, and the common uncontended case is one
+// compare-and-swap.
 type Mutex struct {
 	state atomic.Int32
 	mu    sync.Mutex // guards q and every change of the waiter and starving bits
@@ -227,7 +230,18 @@ func (m *Mutex) lockSlow() {
 		m.mu.Unlock()
 		w.wait()
 		if w.ok {
-			return // handed over in handoff mode
+			// Handed over in handoff mode. A waiter that had not waited
+			// long ends the mode, as sync.Mutex does: under steady
+			// contention every Unlock would otherwise be a hand-off, a
+			// park and an unpark, where barging keeps the lock busy.
+			if clockNow(w).Sub(start) < starvationThreshold && (w.vt == nil || w.vt.s.det == nil) {
+				m.mu.Lock()
+				// The locked bit is ours; the others change only
+				// under m.mu.
+				m.state.Store(m.state.Load() &^ mutexStarving)
+				m.mu.Unlock()
+			}
+			return
 		}
 		requeue = true
 	}

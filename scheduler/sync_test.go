@@ -273,6 +273,70 @@ func TestMutexTryLockAndMisuse(t *testing.T) {
 	}
 }
 
+// TestMutexLeavesHandoff: once waits are short again, the Mutex goes back
+// to barging even though its queue never empties. Four virtual threads
+// lock and unlock it in a loop. The first holds it 3 ms a round until a
+// waiter that waited longer than the threshold has lost a race and
+// switched it to handoff mode, then goes on with 500 short rounds while
+// the others keep contending. The Mutex used to stay in handoff mode
+// until its queue emptied, which under steady contention is never: 1,996
+// of the 1,997 acquisitions after the switch were hand-offs, a park and
+// an unpark each. Now a few are.
+func TestMutexLeavesHandoff(t *testing.T) {
+	s := newSched(t, Options{Carriers: 2})
+	var m Mutex
+	var mu sync.Mutex // guards the counts, which the threads update under m too
+	entered, after, handed, longs := false, 0, 0, 0
+	var done atomic.Bool
+	var vts []*VThread
+	for i := range 4 {
+		vt, err := s.Go(func(context.Context) error {
+			for j := 0; ; j++ {
+				if i == 0 && j >= longs+500 || i != 0 && done.Load() {
+					done.Store(true)
+					return nil
+				}
+				m.Lock()
+				starving := m.state.Load()&mutexStarving != 0
+				mu.Lock()
+				if entered {
+					after++
+					if starving {
+						handed++
+					}
+				} else {
+					entered = starving
+				}
+				longHold := i == 0 && !entered && longs < 100
+				if longHold {
+					longs++
+				}
+				mu.Unlock()
+				if longHold {
+					time.Sleep(3 * time.Millisecond)
+				}
+				m.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vts = append(vts, vt)
+	}
+	for _, vt := range vts {
+		if err := vt.Join(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !entered {
+		t.Fatalf("the Mutex never switched to handoff mode in %d long holds: the test tests nothing", longs)
+	}
+	if handed > after/4 {
+		t.Errorf("%d of the %d acquisitions after the switch to handoff mode were hand-offs: it did not switch back", handed, after)
+	}
+	t.Logf("%d of %d acquisitions after the switch were hand-offs (%d long holds)", handed, after, longs)
+}
+
 // TestMutexStarvation: a holder that unlocks and relocks at once wins
 // every race against a woken waiter, which would starve without handoff
 // mode. Count how many times the holder gets the lock while a waiter
