@@ -571,7 +571,8 @@ func (c *Cond) Broadcast() {
 // golang.org/x/sync/semaphore, whose Acquire parks a calling virtual
 // thread instead of blocking its carrier. Waiters are served in FIFO
 // order: a large request at the front is not overtaken by smaller ones
-// behind it, so it cannot starve.
+// behind it, so it cannot starve. Make one with NewSemaphore: the zero
+// value has no tokens, so an Acquire of any waits for its context.
 type Semaphore struct {
 	mu         sync.Mutex
 	size, cur  int64
