@@ -116,7 +116,13 @@ func New(s *scope.Scope, body func(), opts ...Option) *Continuation {
 // the continuation is then done; runtime.Goexit in the body exits the
 // goroutine that called Run. Run panics with an error wrapping ErrDone if
 // the continuation is done, and ErrMounted if it is mounted.
-func (c *Continuation) Run() { c.c.Run(c) }
+func (c *Continuation) Run() {
+	c.c.Run(c)
+	// The handle stays reachable until the engine has marked the
+	// continuation suspended: its cleanup, Abandon, does nothing to one
+	// still mounted, and would leave it unreclaimed for good.
+	runtime.KeepAlive(c)
+}
 
 // IsDone reports whether the body has finished: returned, panicked or
 // called runtime.Goexit.
@@ -132,7 +138,11 @@ func (c *Continuation) Scope() *scope.Scope { return c.c.Scope() }
 // the continuation is not suspended on its own scope: not yet run,
 // running, done, or suspended inside an enclosing continuation (whose
 // StackTrace includes these frames).
-func (c *Continuation) StackTrace() []runtime.Frame { return c.c.StackTrace() }
+func (c *Continuation) StackTrace() []runtime.Frame {
+	frames := c.c.StackTrace()
+	runtime.KeepAlive(c) // as in Run: the trace holds the continuation's state
+	return frames
+}
 
 // PanicStack returns where a panic with value v began, as runtime.Stack
 // formats a goroutine's trace, for a deferred call that recovered v where

@@ -1,9 +1,11 @@
 package continuation
 
 import (
+	"fmt"
 	"iter"
 	"sync/atomic"
 
+	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/scope"
 )
 
@@ -23,9 +25,11 @@ import (
 // Unlike iter.Pull, seq runs on a weft continuation: with the stack-copying
 // backend it runs on the goroutine that calls next, and a Pull whose next
 // and stop are both dropped without calling stop is reclaimed instead of
-// leaking its goroutine. A concurrent or re-entrant call to next panics
-// with an error wrapping ErrMounted; a yield from a goroutine other than
-// the one running seq panics with an error wrapping ErrNotInScope; a yield
+// leaking its goroutine. A concurrent or re-entrant call to next or stop
+// panics with an error wrapping ErrMounted, and the call running seq goes
+// on unharmed; a yield from a goroutine other than the one running seq
+// panics with an error wrapping ErrNotInScope, before it hands anything
+// over; a yield
 // that is pinned (inside pinning.Do, or on the stack-copying backend a
 // frame that cannot be frozen) panics with a *pinning.Error, which
 // propagates out of next like any panic in seq.
@@ -54,10 +58,44 @@ type puller[K, V any] struct {
 	k K
 	v V
 	// started: next has run seq; stopped: stop has been called. Atomic so
-	// that a concurrent next or stop (misuse) gets ErrMounted from Run
-	// rather than a data race on these flags.
+	// that a concurrent next or stop (misuse) gets ErrMounted rather than
+	// a data race on these flags.
 	started atomic.Bool
 	stopped atomic.Bool
+	// busy is held by a next or stop from before it hands a value over
+	// until after it has taken the one back: a concurrent or re-entrant
+	// call panics instead of exchanging values with the running one.
+	busy atomic.Bool
+}
+
+// claim takes p.busy for a call of next or stop, or panics with an error
+// wrapping ErrMounted.
+func (p *puller[K, V]) claim(name, call string) {
+	if !p.busy.CompareAndSwap(false, true) {
+		busyPanic(name, call+" called while a call of next or stop runs the sequence")
+	}
+}
+
+func busyPanic(name, what string) {
+	panic(fmt.Errorf("%s: %s (from inside it, or from another goroutine): %w", name, what, ErrMounted))
+}
+
+// mustBeIn panics as Yield(s) does when no continuation of s is mounted on
+// the calling goroutine: a generator's yield checks this before it writes
+// the value it hands over, which a yield from another goroutine would
+// otherwise write under the feet of the one running the body. Inlined: the
+// usual case, the innermost continuation's, is a load and a compare.
+func mustBeIn(s *scope.Scope) {
+	if c := weft.Innermost(); c == nil || c.Scope() != s {
+		mustBeInOuter(s)
+	}
+}
+
+func mustBeInOuter(s *scope.Scope) {
+	if weft.Current(s) == nil {
+		Yield(s) // panics with ErrNotInScope
+		panic("continuation: internal error: Yield outside its scope returned")
+	}
 }
 
 func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), func()) {
@@ -67,33 +105,43 @@ func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), fun
 			if p.stopped.Load() {
 				return false
 			}
+			mustBeIn(p.s)
 			p.k, p.v = k, v
 			Yield(p.s)
 			return !p.stopped.Load()
 		})
 	})
+	// next and stop release busy without a defer: if seq panics or calls
+	// runtime.Goexit through them, the continuation is done, and every
+	// later call sees that before it claims busy.
 	next := func() (k K, v V, ok bool) {
 		if p.stopped.Load() || c.IsDone() {
 			return k, v, false
 		}
+		p.claim(name, "next")
 		p.started.Store(true)
 		c.Run()
 		if c.IsDone() {
+			p.busy.Store(false)
 			return k, v, false
 		}
 		k, v = p.k, p.v
 		var k0 K
 		var v0 V
 		p.k, p.v = k0, v0 // do not keep the value alive
+		p.busy.Store(false)
 		return k, v, true
 	}
 	stop := func() {
-		if p.stopped.Swap(true) {
+		if p.stopped.Load() || c.IsDone() {
+			p.stopped.Store(true)
 			return
 		}
-		if p.started.Load() && !c.IsDone() {
+		p.claim(name, "stop")
+		if !p.stopped.Swap(true) && p.started.Load() {
 			c.Run() // yield returns false; seq runs to its end
 		}
+		p.busy.Store(false)
 	}
 	return next, stop
 }
@@ -115,6 +163,9 @@ type exchange[In, Out any] struct {
 	s   *scope.Scope
 	in  In
 	out Out
+	// busy is held by a Resume from before it hands in over until after
+	// it has taken out back (see puller.busy).
+	busy atomic.Bool
 }
 
 func (x *exchange[In, Out]) takeIn() In {
@@ -134,6 +185,7 @@ func NewCoroutine[In, Out any](body func(in In, yield func(Out) In) Out) *Corout
 	}
 	x := &exchange[In, Out]{s: scope.New("continuation.Coroutine")}
 	yield := func(out Out) In {
+		mustBeIn(x.s)
 		x.out = out
 		Yield(x.s)
 		return x.takeIn()
@@ -147,13 +199,24 @@ func NewCoroutine[In, Out any](body func(in In, yield func(Out) In) Out) *Corout
 // Resume passes in to the coroutine and runs it until it yields or
 // returns, and returns the value it yielded or returned. A panic in the
 // body propagates from Resume. Resume panics with an error wrapping ErrDone
-// if the coroutine has finished, and ErrMounted if it is running.
+// if the coroutine has finished, and ErrMounted if it is running (a Resume
+// from inside the body, or from another goroutine during one).
 func (co *Coroutine[In, Out]) Resume(in In) Out {
+	if co.c.IsDone() {
+		co.c.Run() // panics with ErrDone; in is not kept
+	}
+	if !co.x.busy.CompareAndSwap(false, true) {
+		busyPanic("continuation.Coroutine", "Resume called while another Resume runs the body")
+	}
+	// No defer: a Resume through which the body panics leaves the
+	// coroutine done, and the next Resume panics with ErrDone before it
+	// looks at busy.
 	co.x.in = in
 	co.c.Run()
 	out := co.x.out
 	var zero Out
 	co.x.out = zero
+	co.x.busy.Store(false)
 	return out
 }
 
