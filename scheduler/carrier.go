@@ -643,6 +643,13 @@ func (s *Scheduler) wakeAll() {
 // startTemp starts a compensation carrier.
 func (s *Scheduler) startTemp() {
 	s.mu.Lock()
+	if s.temp >= s.opts.MaxCompensation || s.temp >= int(s.blocked.Load()) {
+		// Options.MaxCompensation run already, or one for every carrier
+		// blocked pinned (an idle one retires only once it finds no
+		// work, so while the queues stay busy they would pile up).
+		s.mu.Unlock()
+		return
+	}
 	s.temp++
 	c := newCarrier(s, len(s.carriers), true)
 	s.mu.Unlock()

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"container/heap"
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -144,7 +145,11 @@ func (d *detState) afterFunc(dur time.Duration, f func()) *vtimer {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.seq++
-	t := &vtimer{when: d.now + max(dur, 0), seq: d.seq, f: f, d: d} // the clock never goes back
+	when := d.now + max(dur, 0) // the clock never goes back
+	if when < d.now {
+		when = math.MaxInt64 // overflowed: as good as never
+	}
+	t := &vtimer{when: when, seq: d.seq, f: f, d: d}
 	heap.Push(&d.timers, t)
 	return t
 }

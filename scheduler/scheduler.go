@@ -61,7 +61,8 @@ type Options struct {
 	// carrier exits.
 	CPUs []int
 	// MaxCompensation bounds the extra carriers started while virtual
-	// threads are blocked pinned; 0 means Carriers, negative means none.
+	// threads are blocked pinned, one for each such thread; 0 means
+	// Carriers, negative means none.
 	MaxCompensation int
 	// LockOSThread locks each carrier to its OS thread. The default, nil,
 	// locks carriers on the stack-copying backend and not on the portable
@@ -87,12 +88,16 @@ type Options struct {
 	// thread locked.
 	Deterministic bool
 	Seed          uint64
-	// OnPanic, if set, is called on the carrier with each virtual thread
-	// that panicked and the panic value, before Join returns it. A panic
-	// raised by OnPanic itself is not recovered: it ends the program, as
-	// an unrecovered panic in a goroutine does (so re-panicking makes
-	// virtual threads' panics fatal). For a virtual thread that ran inside
-	// its joiner's Join, it unwinds into the joiner first.
+	// OnPanic, if set, is called with each virtual thread that panicked
+	// and the panic value, before Join returns it. It runs in that
+	// thread's last deferred call, while the panic is being recovered, so
+	// it must not block or park: the thread is pinned there (a park
+	// blocks its carrier, and in deterministic mode the scheduler for
+	// good). A panic raised by OnPanic itself is not recovered: it ends
+	// the program, as an unrecovered panic in a goroutine does (so
+	// re-panicking makes virtual threads' panics fatal). For a virtual
+	// thread that ran inside its joiner's Join, it unwinds into the joiner
+	// first.
 	OnPanic func(vt *VThread, v any)
 	// Context is the parent of every virtual thread's context; nil means
 	// context.Background().
@@ -748,8 +753,9 @@ func Yield() {
 }
 
 // Sleep pauses the calling virtual thread for at least d (by the
-// scheduler's clock: virtual in deterministic mode). From a plain
-// goroutine it calls time.Sleep.
+// scheduler's clock: virtual in deterministic mode). An Unpark that comes
+// before or during it does not end it, and is not lost: the next Park
+// returns at once. From a plain goroutine it calls time.Sleep.
 func Sleep(d time.Duration) {
 	vt := Current()
 	if vt == nil {
@@ -763,10 +769,21 @@ func Sleep(d time.Duration) {
 	s := vt.s
 	deadline := s.Now().Add(d)
 	t := s.afterFunc(d, vt.Unpark)
+	woken := false
 	for s.Now().Before(deadline) {
 		vt.park()
+		// Woken before the deadline: by a permit or an Unpark that
+		// were not the timer's, and that this park used up.
+		woken = woken || s.Now().Before(deadline)
 	}
 	t.Stop()
+	if woken {
+		// Give it back, as Loom's sleep does: a Park after the Sleep
+		// returns at once rather than missing that wake-up (Park may
+		// return spuriously, so a caller loses nothing if it was the
+		// timer's after all).
+		vt.permit.Store(true)
+	}
 }
 
 // parkPinned blocks the carrier of the virtual thread whose park could
@@ -781,11 +798,6 @@ func parkPinned(perr *pinning.Error) {
 	vt := Current()
 	s := vt.s
 	s.countPin(perr)
-	n := s.blocked.Add(1)
-	defer s.blocked.Add(-1)
-	if int(n) <= s.opts.MaxCompensation {
-		s.startTemp()
-	}
 	// Published to unparkOn by the store of vtPinned, and the same until
 	// it has sent: vt cannot leave its carrier before.
 	c := vt.carrier
@@ -794,6 +806,9 @@ func parkPinned(perr *pinning.Error) {
 	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
 		return
 	}
+	s.blocked.Add(1)
+	defer s.blocked.Add(-1)
+	s.startTemp() // if fewer run than are blocked, up to MaxCompensation
 	<-c.pinned
 }
 
