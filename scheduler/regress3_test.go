@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,5 +140,18 @@ func TestDeterministicHugeTimer(t *testing.T) {
 	}
 	if !after.After(before) || after.Sub(before) != time.Second {
 		t.Errorf("the virtual clock went from %v to %v over a Sleep of one second", before, after)
+	}
+}
+
+// A negative Carriers is a mistake New reports; it silently meant
+// GOMAXPROCS, as 0 does.
+func TestNegativeCarriers(t *testing.T) {
+	s, err := New(Options{Carriers: -2})
+	if err == nil {
+		s.Close()
+		t.Fatal("New(Carriers: -2) succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "Carriers is -2") {
+		t.Errorf("New(Carriers: -2): %v, want an error that names the value", err)
 	}
 }

@@ -53,6 +53,7 @@ func (e *PanicError) Unwrap() error {
 // Options configure a Scheduler. The zero value is usable.
 type Options struct {
 	// Carriers is the number of carrier goroutines; 0 means GOMAXPROCS.
+	// A negative number is an error.
 	Carriers int
 	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)] (Linux;
 	// elsewhere New returns an error), for thread-per-core use. It needs
@@ -165,7 +166,10 @@ type Scheduler struct {
 
 // New starts a scheduler's carriers.
 func New(opts Options) (*Scheduler, error) {
-	if opts.Carriers <= 0 {
+	if opts.Carriers < 0 {
+		return nil, fmt.Errorf("scheduler: Carriers is %d: give a positive number, or 0 for GOMAXPROCS", opts.Carriers)
+	}
+	if opts.Carriers == 0 {
 		opts.Carriers = runtime.GOMAXPROCS(0)
 	}
 	if opts.Deterministic {
