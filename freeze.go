@@ -76,11 +76,19 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
 		return t, t.pinnedFrom(pe) // leave returns only if nothing was suspended
 	}
-	if rt.CurLockCount() != cur.local.Locks {
-		// The body goroutine locked its thread (or unlocked it) since it
-		// started: the runtime throws if a coroutine switches with
-		// thread locking other than it began with.
-		return t, t.pinnedYield(pinning.LockedThread, 0)
+	// A body goroutine that locked its thread (or unlocked it) since it
+	// started cannot switch out: the runtime throws if a coroutine
+	// switches with thread locking other than it began with. Every body
+	// from cur's to t's switches out in a yield to t, all on this thread
+	// (a coroutine switch keeps it), so each must have begun with the
+	// locking it has now.
+	for x, n := cur, rt.CurLockCount(); ; x = x.parent() {
+		if n != x.local.Locks {
+			return t, t.pinnedYield(pinning.LockedThread, 0)
+		}
+		if x == t {
+			break
+		}
 	}
 	if pe := portableLocked(cur, t); pe != nil {
 		return t, pe

@@ -525,6 +525,38 @@ func TestPinLockedThread(t *testing.T) {
 	})
 }
 
+// A yield to an enclosing scope pins when a body it would suspend, other
+// than the innermost, has locked its thread since it began: on the
+// portable backend the enclosing body's goroutine would switch out locked
+// where it began unlocked, and the runtime killed the process ("coro: OS
+// thread locking must match locking at coroutine creation").
+func TestPinLockedThreadInEnclosingBody(t *testing.T) {
+	if _, ok := rt.LockCount(); !ok {
+		t.Skip("the thread's LockOSThread count cannot be read here (runtime layout not mirrored), so LockedThread is not detected")
+	}
+	so, si := scope.New("outer"), scope.New("inner")
+	var reasons []pinning.Reason
+	yielded := true
+	outer := continuation.New(so, func() {
+		runtime.LockOSThread()
+		inner := continuation.New(si, func() { yielded = continuation.Yield(so) })
+		inner.Run()
+		runtime.UnlockOSThread()
+		if !inner.IsDone() {
+			t.Error("the inner continuation did not finish")
+		}
+	}, continuation.WithOnPinned(func(_ *continuation.Continuation, r pinning.Reason) {
+		reasons = append(reasons, r)
+	}))
+	outer.Run()
+	if !outer.IsDone() {
+		t.Fatal("the outer continuation was suspended, want the yield pinned")
+	}
+	if yielded || !slices.Equal(reasons, []pinning.Reason{pinning.LockedThread}) {
+		t.Errorf("Yield returned %v with pin reasons %v, want false and [LockedThread]", yielded, reasons)
+	}
+}
+
 // A continuation run from a goroutine locked to its thread yields and is
 // resumed from unlocked goroutines and back: the locking is the runner's,
 // not the body's, so nothing pins (stack-copying backend; the portable
