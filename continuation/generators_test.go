@@ -1179,11 +1179,15 @@ func TestForeignYieldHandsNothingOver(t *testing.T) {
 	var foreignPanics atomic.Int64
 	spoil := func(yield func()) (stop func()) {
 		quit := make(chan struct{})
+		first := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for i := 0; ; i++ {
+				if i == 1 {
+					close(first)
+				}
 				select {
 				case <-quit:
 					return
@@ -1196,8 +1200,12 @@ func TestForeignYieldHandsNothingOver(t *testing.T) {
 					}
 					foreignPanics.Add(1)
 				}
+				runtime.Gosched() // js/wasm does not preempt a loop
 			}
 		}()
+		// One foreign yield at least, where goroutines do not run in
+		// parallel (js/wasm) and this one would otherwise wait for seq.
+		<-first
 		return func() { close(quit); wg.Wait() }
 	}
 
