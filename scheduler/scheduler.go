@@ -300,8 +300,10 @@ const (
 
 // Go starts fn in a new virtual thread. fn gets the virtual thread's
 // context, which is cancelled when the scheduler shuts down without
-// draining or when a Group it belongs to fails. The error fn returns is
-// what Join returns. Go returns ErrClosed once Shutdown or Close has begun.
+// draining (a draining Shutdown cancels it too, once every virtual thread
+// has ended) or when a Group it belongs to fails; it is not cancelled when
+// fn returns. The error fn returns is what Join returns. Go returns
+// ErrClosed once Shutdown or Close has begun.
 func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
 	return s.GoNamed("", fn)
 }
