@@ -66,19 +66,26 @@ func TestRunQueueModel(t *testing.T) {
 				delete(queued, vt)
 			}
 		}
-		live := c.queue[c.head:]
-		if !slices.Equal(live, model) {
-			t.Fatalf("step %d: queue %v, want %v", step, live, model)
+		checkQueue(t, step, c.queue, c.head, model)
+	}
+}
+
+// checkQueue checks a queue kept as q[head:] against model, and that no
+// slot of q's array outside the live part keeps a thread (the collector
+// would keep it).
+func checkQueue(t *testing.T, step int, q []*VThread, head int, model []*VThread) {
+	t.Helper()
+	if live := q[head:]; !slices.Equal(live, model) {
+		t.Fatalf("step %d: queue %v, want %v", step, live, model)
+	}
+	for i, vt := range q[:head] {
+		if vt != nil {
+			t.Fatalf("step %d: slot %d below the head keeps %v", step, i, vt)
 		}
-		for i, vt := range c.queue[:c.head] {
-			if vt != nil {
-				t.Fatalf("step %d: slot %d below the head keeps %v", step, i, vt)
-			}
-		}
-		for i, vt := range c.queue[len(c.queue):cap(c.queue)] {
-			if vt != nil {
-				t.Fatalf("step %d: slot %d past the tail keeps %v", step, len(c.queue)+i, vt)
-			}
+	}
+	for i, vt := range q[len(q):cap(q)] {
+		if vt != nil {
+			t.Fatalf("step %d: slot %d past the tail keeps %v", step, len(q)+i, vt)
 		}
 	}
 }
@@ -96,21 +103,9 @@ func TestGlobalQueueModel(t *testing.T) {
 	next := uint64(0)
 	check := func(step int) {
 		t.Helper()
-		if live := s.global[s.ghead:]; !slices.Equal(live, model) {
-			t.Fatalf("step %d: queue %v, want %v", step, live, model)
-		}
+		checkQueue(t, step, s.global, s.ghead, model)
 		if n := s.nglobal.Load(); int(n) != len(model) {
 			t.Fatalf("step %d: nglobal %d, want %d", step, n, len(model))
-		}
-		for i, vt := range s.global[:s.ghead] {
-			if vt != nil {
-				t.Fatalf("step %d: slot %d below the head keeps %v", step, i, vt)
-			}
-		}
-		for i, vt := range s.global[len(s.global):cap(s.global)] {
-			if vt != nil {
-				t.Fatalf("step %d: slot %d past the tail keeps %v", step, len(s.global)+i, vt)
-			}
 		}
 	}
 	for step := range 5000 {
