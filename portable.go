@@ -151,27 +151,31 @@ func (c *Cont) ptPanicStack(v any) []byte {
 // own raises panics too, which have no record here.) Only the panic path
 // calls it.
 func pullReraised() bool {
+	raiser, caller, ok := panicRaiser()
+	return ok && strings.HasPrefix(raiser.Function, "iter.Pull[") && caller.Function == switchInName
+}
+
+// panicRaiser returns the frame that raised the panic whose deferred calls
+// are running on the calling goroutine (the frame under runtime.gopanic)
+// and that frame's caller, looking at the innermost 64 frames. Only the
+// panic path calls it.
+func panicRaiser() (raiser, caller runtime.Frame, ok bool) {
 	var pcs [64]uintptr
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
-	for state := 0; ; {
-		f, more := frames.Next()
-		switch state {
-		case 0: // above the panic
-			if f.Function == "runtime.gopanic" {
-				state = 1
-			}
-		case 1: // the frame that panicked
-			if !strings.HasPrefix(f.Function, "iter.Pull[") {
-				return false
-			}
-			state = 2
-		case 2: // its caller
-			return f.Function == switchInName
+	for more := true; more; {
+		var f runtime.Frame
+		if f, more = frames.Next(); f.Function != "runtime.gopanic" {
+			continue
 		}
 		if !more {
-			return false
+			return raiser, caller, false
 		}
+		if raiser, more = frames.Next(); more {
+			caller, _ = frames.Next()
+		}
+		return raiser, caller, true
 	}
+	return raiser, caller, false
 }
 
 // switchInName is switchIn's name in the runtime's tables (an inlined

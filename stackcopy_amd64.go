@@ -265,18 +265,8 @@ var frozenPanicEntry = reflect.ValueOf(frozenPanic).Pointer()
 // calling goroutine's stack, the frame under the runtime's panic is
 // frozenPanic's. Only the panic path calls it.
 func reraised() bool {
-	var pcs [64]uintptr
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
-	for panicking := false; ; {
-		f, more := frames.Next()
-		if panicking {
-			return f.Entry == frozenPanicEntry
-		}
-		panicking = f.Function == "runtime.gopanic"
-		if !more {
-			return false
-		}
-	}
+	raiser, _, ok := panicRaiser()
+	return ok && raiser.Entry == frozenPanicEntry
 }
 
 // frozenPanic raises the panic in scCont.thrown again. arch.Thaw enters it
