@@ -320,3 +320,76 @@ func TestPanicStackThreeDeep(t *testing.T) {
 		t.Errorf("the stack does not name the function that panicked:\n%s", stack)
 	}
 }
+
+// goexitOuter is panicStackOuter for a panic raised by a deferred call
+// during runtime.Goexit: its deferred call recovers it and takes a stack,
+// and the Goexit then goes on, so its frame never returns.
+//
+//go:noinline
+func goexitOuter(s *scope.Scope, rounds int, stack *[]byte, fromEngine *bool) {
+	defer func() {
+		r := recover()
+		if *stack = panicStackCont.PanicStack(r); *stack != nil {
+			*fromEngine = true
+			return
+		}
+		buf := make([]byte, 64<<10)
+		*stack = buf[:runtime.Stack(buf, false)]
+	}()
+	goexitMid(s, rounds)
+	panic("goexitOuter returned: the Goexit did not go on")
+}
+
+//go:noinline
+func goexitMid(s *scope.Scope, rounds int) { goexitLoop(s, rounds) }
+
+//go:noinline
+func goexitLoop(s *scope.Scope, rounds int) {
+	defer goexitRaise(rounds)
+	for range rounds {
+		if _, perr := Yield(s); perr != nil {
+			panic(perr)
+		}
+	}
+	runtime.Goexit()
+}
+
+//go:noinline
+func goexitRaise(v int) { panic(v) }
+
+// A panic raised by a deferred call of runtime.Goexit that crosses the
+// barrier with a frozen frame's deferred call pending is raised again
+// there from a Goexit of the thawed frames' own (frozenGoexitPanic), so
+// that the frame that recovers it goes on exiting; PanicStack still gives
+// the stack where it was raised.
+func TestPanicStackDuringGoexit(t *testing.T) {
+	lazy := useStackCopy && !eagerThaw
+	for rounds := range 4 {
+		s := scope.New("panicstack-goexit")
+		var stack []byte
+		var fromEngine, bodyDeferred bool
+		c := NewCont(s, func() {
+			defer func() { bodyDeferred = true }()
+			goexitOuter(s, rounds, &stack, &fromEngine)
+		})
+		panicStackCont = c
+		for !c.IsDone() {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				c.Run(nil)
+			}()
+			<-done
+		}
+		panicStackCont = nil
+		if !bodyDeferred {
+			t.Fatalf("after %d yields the body's deferred call did not run", rounds)
+		}
+		if !bytes.Contains(stack, []byte("weft.goexitRaise(")) {
+			t.Errorf("after %d yields the stack a deferred call has does not name the function that panicked:\n%s", rounds, stack)
+		}
+		if want := lazy && rounds >= 2; fromEngine != want {
+			t.Errorf("after %d yields PanicStack gave a stack: %v, want %v", rounds, fromEngine, want)
+		}
+	}
+}

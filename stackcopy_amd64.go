@@ -238,6 +238,20 @@ func (c *scCont) crossing(finished *bool) {
 		if !reraised() || rr.crossedStack == nil || !sameInterface(rr.crossed, r) {
 			rr.crossed, rr.crossedStack = r, debug.Stack()
 		}
+		if goexitAbove(c.host) {
+			// The panic was raised by a deferred call of a
+			// runtime.Goexit that began above the barrier. Once this
+			// deferred call returns, the runtime goes on with that
+			// Goexit, not with the host's caller, so rethrowLoop
+			// would never run. Raise the panic again from here instead,
+			// as a deferred call of a Goexit of the thawed frames'
+			// own (frozenGoexitPanic): a frame that recovers it then
+			// goes on exiting, as in plain Go, and never returns.
+			c.chunk.dropToDefers()
+			c.mode = rethrowGoexitPanic
+			c.host()
+			return
+		}
 		c.rethrow = true
 		return
 	}
@@ -246,6 +260,38 @@ func (c *scCont) crossing(finished *bool) {
 	c.chunk.dropToDefers()
 	c.mode = rethrowGoexit
 	c.host()
+}
+
+// goexitAbove reports whether a runtime.Goexit runs in the frames between
+// its caller, a deferred call of the host frame (crossing), and the host
+// frame, which runs host's code (its entry PC: the closure's own, since a
+// closure inlined elsewhere is another function): whether the panic that deferred call recovers was raised by a
+// deferred call of a Goexit that began above the barrier. The runtime
+// resumes such a Goexit when the recovering deferred call returns
+// (recovery never jumps past a pending Goexit). Only the rare path of a
+// panic that crosses the barrier with deferred calls pending calls it.
+func goexitAbove(host func()) bool {
+	hostEntry := reflect.ValueOf(host).Pointer()
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n == len(pcs) {
+			pcs = make([]uintptr, 2*len(pcs))
+			continue
+		}
+		frames := runtime.CallersFrames(pcs[:n])
+		for more := n > 0; more; {
+			var f runtime.Frame
+			f, more = frames.Next()
+			switch {
+			case f.Entry == hostEntry:
+				return false
+			case f.Function == "runtime.Goexit":
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // scPanicStack is PanicStack on this backend.
@@ -286,6 +332,15 @@ func frozenGoexit() {
 	runtime.Goexit()
 }
 
+// frozenGoexitPanic raises the panic in scCont.thrown again in thawed
+// frames from a deferred call of a runtime.Goexit (crossing, when the panic
+// was raised during a Goexit): if a frame recovers it, the Goexit goes on.
+// The deferred call is frozenPanic itself, so that reraised knows the panic.
+func frozenGoexitPanic() {
+	defer frozenPanic()
+	runtime.Goexit()
+}
+
 // yieldReturn ends, on the resume, a weft.Yield whose frame the capture
 // left out (scCont.leave): arch.Thaw calls it as if the frame that called
 // Yield had called it where Yield returns, so its results are Yield's. It
@@ -316,6 +371,7 @@ const (
 	rethrowYieldReturn
 	rethrowPanic
 	rethrowGoexit
+	rethrowGoexitPanic
 )
 
 var rethrowPCs = [...]uintptr{
@@ -323,6 +379,7 @@ var rethrowPCs = [...]uintptr{
 	rethrowYieldReturn: reflect.ValueOf(yieldReturn).Pointer(),
 	rethrowPanic:       reflect.ValueOf(frozenPanic).Pointer(),
 	rethrowGoexit:      reflect.ValueOf(frozenGoexit).Pointer(),
+	rethrowGoexitPanic: reflect.ValueOf(frozenGoexitPanic).Pointer(),
 }
 
 // scYield suspends the running scCont: it captures the frames from its own

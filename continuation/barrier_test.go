@@ -291,6 +291,13 @@ func TestBarrierPanicsAndGoexit(t *testing.T) {
 				tc{name: "recover", depth: depth, deferEvery: every, recoverAt: depth * 2 / 3, repanicAt: -1, yieldAfter: true},
 				tc{name: "repanic", depth: depth, deferEvery: every, recoverAt: -1, repanicAt: depth / 2},
 				tc{name: "repanic-recover", depth: depth, deferEvery: every, recoverAt: depth - 1, repanicAt: depth / 3},
+				// A deferred call that panics during runtime.Goexit: the
+				// panic runs the remaining deferred calls, and once it is
+				// recovered (or reaches the goroutine's top) the Goexit
+				// goes on; the frame that recovered does not return.
+				tc{name: "goexit-repanic", depth: depth, deferEvery: every, recoverAt: -1, repanicAt: depth / 2, goexit: true},
+				tc{name: "goexit-repanic-recover", depth: depth, deferEvery: every, recoverAt: depth - 1, repanicAt: depth / 3, goexit: true},
+				tc{name: "goexit-repanic-bottom", depth: depth, deferEvery: every, recoverAt: depth / 2, repanicAt: 0, goexit: true},
 			)
 		}
 	}
@@ -314,6 +321,43 @@ func TestBarrierPanicsAndGoexit(t *testing.T) {
 				t.Error("a yield after a frozen frame recovered was pinned; after a recover the stack is ordinary again")
 			}
 		})
+	}
+}
+
+// A Goexit below Run (Run called by a deferred call of a Goexit) does not
+// go on when a frame in the continuation recovers a panic: only a Goexit
+// that began above the barrier does. A frozen frame that recovers a panic
+// crossing the barrier returns, and the body carries on, as in plain Go.
+func TestBarrierRecoverInRunDeferredByGoexit(t *testing.T) {
+	for _, every := range []int{1, 4, 11} {
+		mk := func(inCont bool) *barUnwind {
+			return &barUnwind{s: scope.New("under-goexit"), deferEvery: every, recoverAt: 27, repanicAt: -1,
+				yieldAfter: true, inCont: inCont}
+		}
+		plain := mk(false)
+		wantLog, wantRet, _ := plain.run(40)
+		cont := mk(true)
+		var gotRet int
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() {
+				c := continuation.New(cont.s, func() { gotRet = cont.level(40) })
+				for !c.IsDone() {
+					c.Run()
+					runtime.GC()
+				}
+			}()
+			runtime.Goexit()
+		}()
+		<-done
+		if !slices.Equal(cont.log, wantLog) || gotRet != wantRet {
+			t.Errorf("every=%d: run by a deferred call of Goexit, the continuation logged\n%s\nand returned %d; plain:\n%s\nreturned %d",
+				every, strings.Join(cont.log, "\n"), gotRet, strings.Join(wantLog, "\n"), wantRet)
+		}
+		if !cont.yieldAfterOK {
+			t.Errorf("every=%d: the yield after the recovery was pinned", every)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1363,5 +1364,118 @@ func TestGCStressCalleeHoldsStackPointer(t *testing.T) {
 	gcsCheckDone(t, c, e, runs, 2*rounds)
 	if runs != 2*rounds+1 {
 		t.Errorf("%d Runs, want %d", runs, 2*rounds+1)
+	}
+}
+
+// gcsUnwind is one frame of TestGCStressUnwindAcrossBarrier: it keeps heap
+// values and a pointer to its own local live across the yields below it,
+// and checks them in a deferred call, which runs when a panic or a Goexit
+// unwinds the frame, thawed lazily from the chunk by the barrier. The
+// deferred calls collect garbage and grow the stack (gcDeepCheck) while the
+// engine's nested hosts are on it. Level repanicAt's deferred call panics,
+// level recoverAt's recovers.
+//
+//go:noinline
+func gcsUnwind(e *gcsEnv, sc *scope.Scope, seed uint64, d, recoverAt, repanicAt int, goexit bool, log *[]string) {
+	str := gcsString(seed, d, 1)
+	box := gcsNewBox(seed, d, 2)
+	local := gcsWord(seed, d, 3)
+	p := &local
+	head := gcBuild(seed+uint64(d), 8)
+	defer func() {
+		runtime.GC()
+		if bad := gcDeepCheck(40+d%8, seed+uint64(d), head, 8); bad != "" {
+			e.fail("level %d, unwinding: %s", d, bad)
+		}
+		if str != gcsString(seed, d, 1) || !gcsBoxOK(box, seed, d, 2) || *p != gcsWord(seed, d, 3) {
+			e.fail("level %d: a value kept by a frame unwound across the barrier changed", d)
+		}
+		*log = append(*log, fmt.Sprint("defer ", d))
+	}()
+	if d == repanicAt {
+		defer func() { panic(fmt.Sprint("again at ", d)) }()
+	}
+	if d == recoverAt {
+		defer func() {
+			*log = append(*log, fmt.Sprint("recovered ", recover(), " at ", d))
+		}()
+	}
+	if d == 0 {
+		for i := range 3 {
+			if sc != nil { // nil: the plain run
+				continuation.Yield(sc)
+			}
+			gcGarbage(200 + i)
+		}
+		if goexit {
+			runtime.Goexit()
+		}
+		panic("bottom")
+	}
+	gcsUnwind(e, sc, seed, d-1, recoverAt, repanicAt, goexit, log)
+	*log = append(*log, fmt.Sprint("return ", d))
+}
+
+// Panics and runtime.Goexit that unwind frozen frames with deferred calls
+// pending, on the stack-copying backend by raising them again in thawed
+// frames from nested hosts (crossing, frozenPanic, frozenGoexit,
+// frozenGoexitPanic), under garbage collection, stack growth in the
+// deferred calls, and resumption on fresh goroutines. The log must be the
+// same as the plain run's.
+func TestGCStressUnwindAcrossBarrier(t *testing.T) {
+	const depth = 30
+	type tc struct {
+		name                 string
+		recoverAt, repanicAt int
+		goexit               bool
+	}
+	cases := []tc{
+		{"panic", -1, -1, false},
+		{"panic-recover", 20, -1, false},
+		{"repanic-recover", 25, 10, false},
+		{"goexit", -1, -1, true},
+		{"goexit-repanic", -1, 10, true},
+		{"goexit-repanic-recover", 25, 10, true},
+		{"goexit-repanic-twice-recover", 28, 0, true},
+	}
+	for _, k := range cases {
+		t.Run(k.name, func(t *testing.T) {
+			run := func(inCont bool) ([]string, any) {
+				var sc *scope.Scope // nil: the plain run, which does not yield
+				if inCont {
+					sc = scope.New("gcs-unwind")
+				}
+				e := &gcsEnv{name: k.name}
+				var log []string
+				var panicked any
+				seed := uint64(len(k.name))
+				body := func() { gcsUnwind(e, sc, seed, depth, k.recoverAt, k.repanicAt, k.goexit, &log) }
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					defer func() { panicked = recover() }()
+					if !inCont {
+						body()
+						return
+					}
+					c := continuation.New(sc, body)
+					for !c.IsDone() {
+						runtime.GC()
+						diffRunElsewhere(c)
+					}
+				}()
+				<-done
+				e.report(t)
+				return log, panicked
+			}
+			wantLog, wantPanic := run(false)
+			gotLog, gotPanic := run(true)
+			if !slices.Equal(gotLog, wantLog) {
+				t.Errorf("log in a continuation:\n%s\nplain:\n%s", strings.Join(gotLog, "\n"), strings.Join(wantLog, "\n"))
+			}
+			if fmt.Sprint(gotPanic) != fmt.Sprint(wantPanic) {
+				t.Errorf("a continuation panicked with %v; plain: %v", gotPanic, wantPanic)
+			}
+		})
 	}
 }
