@@ -225,7 +225,36 @@ func pinDeferLoop(yield func()) (n int) {
 // pins with DeferRecord, and the deferred call still runs when that frame
 // returns.
 func TestPinDeferRecord(t *testing.T) {
-	pinCheck(t, pinScenario{reason: pinning.DeferRecord, provoke: pinDeferLoop, want: 111})
+	t.Run("Heap", func(t *testing.T) {
+		pinCheck(t, pinScenario{reason: pinning.DeferRecord, provoke: pinDeferLoop, want: 111})
+	})
+	// fmt calls String and Error methods from a frame whose defers the
+	// compiler allocates on the stack, not open-coded: a record too.
+	t.Run("Stack", func(t *testing.T) {
+		pinCheck(t, pinScenario{
+			reason: pinning.DeferRecord,
+			provoke: func(yield func()) int {
+				n := 1
+				if got := fmt.Sprint(pinStringer{yield, &n}); got != "stringer" {
+					t.Errorf("fmt.Sprint gave %q", got)
+				}
+				return n + 100
+			},
+			want: 111,
+		})
+	})
+}
+
+// pinStringer's String method adds 10 to *n and yields.
+type pinStringer struct {
+	yield func()
+	n     *int
+}
+
+func (p pinStringer) String() string {
+	*p.n += 10
+	p.yield()
+	return "stringer"
 }
 
 // TestPinReflectFrame: a yield from a function called by reflect.Value.Call,

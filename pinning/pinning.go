@@ -4,7 +4,7 @@
 // As in Project Loom, pinning is a property of the frames between a yield
 // point and the continuation's entry: a frame that cannot be moved (a cgo
 // or runtime frame, assembly without stack maps, a reflect call, a frame
-// that heap defer or panic records point into) pins the continuation, and
+// that defer or panic records point into) pins the continuation, and
 // so does a critical section entered with Do. A pinned Yield calls the
 // continuation's onPinned handler (continuation.WithOnPinned) and, if the
 // handler returns, returns false: the continuation keeps running where it
@@ -43,8 +43,11 @@ const (
 	// ReflectFrame: a reflect.Value.Call or reflect.MakeFunc frame lies in
 	// the region; their argument frames are built at run time.
 	ReflectFrame
-	// DeferRecord: a heap-allocated defer record (a defer in a loop, or
-	// code built with -N) points into the region.
+	// DeferRecord: a defer record points into the region: a frame there
+	// has a defer the compiler did not open-code, whose record, on the
+	// heap or on the stack, is linked from the goroutine (a defer in a
+	// loop, a function with many defers or returns, such as fmt's calls
+	// of String and Error methods, or any defer in code built with -N).
 	DeferRecord
 	// PanicRecord: a panic is in progress in the region (the yield is in a
 	// deferred call run by a panic).
@@ -67,7 +70,7 @@ var reasonNames = [...]string{
 	RuntimeFrame:    "runtime frame",
 	AssemblyFrame:   "assembly frame without stack maps",
 	ReflectFrame:    "reflect call frame",
-	DeferRecord:     "heap defer record",
+	DeferRecord:     "defer record",
 	PanicRecord:     "panic in progress",
 	StackPointer:    "pointer to stack memory outside the continuation",
 	UnknownFrame:    "frame the unwinder cannot describe",
