@@ -199,18 +199,24 @@ func Dial(network, addr string) (*Conn, error) {
 // DialContext is Dial with a context: if ctx ends before the connection is
 // established, DialContext gives up and returns an error wrapping
 // ctx.Err(). Once it has returned, ctx has no effect on the connection.
-// When a host name resolves to several addresses, they are tried in turn.
+// When a host name resolves to several addresses, they are tried in turn,
+// and a deadline of ctx is shared between them as package net shares it:
+// each gets an equal part of the time left, but at least 2 seconds (or all
+// of it, if less is left), so that an address that never answers does not
+// use up the time of those after it.
 func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 	if err := supported(); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	raddrs, err := resolve(ctx, network, addr, false)
+	raddrs, err := resolveDialFunc(ctx, network, addr, false)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 	var first error
-	for _, ra := range raddrs {
-		fd, laddr, raddr, err := dialTCP(ctx, network, ra)
+	for i, ra := range raddrs {
+		dctx, cancel := partialContext(ctx, len(raddrs)-i)
+		fd, laddr, raddr, err := dialTCP(dctx, network, ra)
+		cancel()
 		if err == nil {
 			return &Conn{fd: fd, laddr: laddr, raddr: raddr, network: network}, nil
 		}
@@ -224,6 +230,32 @@ func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 		}
 	}
 	return nil, first
+}
+
+// minDialPart is the least time DialContext gives one address of several
+// when ctx has a deadline (package net's saneMinimum); tests shorten it.
+var minDialPart = 2 * time.Second
+
+// partialContext returns the context for dialling one address when
+// remaining addresses, this one included, are left to try: ctx with an
+// earlier deadline, if ctx has one, as package net's partialDeadline
+// computes it (an equal share of the time left, at least minDialPart, or
+// all of it if less is left). The cancel function must be called.
+func partialContext(ctx context.Context, remaining int) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || remaining <= 1 {
+		return ctx, func() {}
+	}
+	now := time.Now()
+	left := deadline.Sub(now)
+	part := left / time.Duration(remaining)
+	if part < minDialPart {
+		part = min(left, minDialPart)
+	}
+	if part >= left {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, now.Add(part))
 }
 
 // dialTCP is sysDial with package net's retries (net/tcpsock_posix.go):
@@ -243,8 +275,12 @@ func dialTCP(ctx context.Context, network string, ra *net.TCPAddr) (*netFD, *net
 	return fd, laddr, raddr, err
 }
 
-// sysDialFunc is sysDial, which tests replace.
-var sysDialFunc = sysDial
+// sysDialFunc is sysDial, and resolveDialFunc the resolve of DialContext,
+// which tests replace.
+var (
+	sysDialFunc     = sysDial
+	resolveDialFunc = resolve
+)
 
 // selfConnect reports whether a dial that succeeded connected the socket
 // to itself. A local address that could not be read is taken for one too,
