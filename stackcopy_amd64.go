@@ -238,7 +238,7 @@ func (c *scCont) crossing(finished *bool) {
 		if !reraised() || rr.crossedStack == nil || !sameInterface(rr.crossed, r) {
 			rr.crossed, rr.crossedStack = r, debug.Stack()
 		}
-		if goexitAbove(c.host) {
+		if goexitAbove(unsafe.Pointer(finished)) {
 			// The panic was raised by a deferred call of a
 			// runtime.Goexit that began above the barrier. Once this
 			// deferred call returns, the runtime goes on with that
@@ -262,36 +262,39 @@ func (c *scCont) crossing(finished *bool) {
 	c.host()
 }
 
+// goexitEntry is runtime.Goexit's entry PC.
+var goexitEntry = reflect.ValueOf(runtime.Goexit).Pointer()
+
 // goexitAbove reports whether a runtime.Goexit runs in the frames between
-// its caller, a deferred call of the host frame (crossing), and the host
-// frame, which runs host's code (its entry PC: the closure's own, since a
-// closure inlined elsewhere is another function): whether the panic that deferred call recovers was raised by a
-// deferred call of a Goexit that began above the barrier. The runtime
-// resumes such a Goexit when the recovering deferred call returns
-// (recovery never jumps past a pending Goexit). Only the rare path of a
-// panic that crosses the barrier with deferred calls pending calls it.
-func goexitAbove(host func()) bool {
-	hostEntry := reflect.ValueOf(host).Pointer()
-	pcs := make([]uintptr, 64)
-	for {
-		n := runtime.Callers(2, pcs)
-		if n == len(pcs) {
-			pcs = make([]uintptr, 2*len(pcs))
-			continue
-		}
-		frames := runtime.CallersFrames(pcs[:n])
-		for more := n > 0; more; {
-			var f runtime.Frame
-			f, more = frames.Next()
-			switch {
-			case f.Entry == hostEntry:
-				return false
-			case f.Function == "runtime.Goexit":
-				return true
-			}
-		}
+// its caller, a deferred call of the host frame (crossing), and that host
+// frame, the one that holds inHost: whether the panic crossing recovers was
+// raised during a Goexit that began above the barrier. The runtime resumes
+// such a Goexit when the recovering deferred call returns (recovery never
+// jumps past a pending Goexit; a Goexit frame on the stack is one still
+// running). The host frame is told by its address, not its code: every
+// continuation's host runs the same closure, and a nested continuation's
+// may lie between. The walk is of physical frames, with the runtime's
+// metadata, as a capture's. Only the rare path of a panic that crosses the
+// barrier with deferred calls pending calls it.
+//
+//go:noinline
+func goexitAbove(inHost unsafe.Pointer) bool {
+	if g := rt.CurG(); uintptr(inHost) < g.StackLo || uintptr(inHost) >= g.StackHi {
+		// Not in a frame (a compiler that moved the flag to the heap):
+		// leave the panic to rethrowLoop, as before this check existed,
+		// rather than walk past the host.
 		return false
 	}
+	pc, sp := arch.CallerPCSP()
+	for fr := rt.FrameAt(pc, sp); fr.Fn.Valid(); fr = fr.Caller() {
+		if uintptr(fr.SP) <= uintptr(inHost) && uintptr(inHost) < uintptr(fr.FP) {
+			return false // the host frame
+		}
+		if fr.Fn.Entry() == goexitEntry {
+			return true
+		}
+	}
+	return false
 }
 
 // scPanicStack is PanicStack on this backend.
