@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 )
 
@@ -17,9 +19,16 @@ type Group struct {
 	// context.
 	unwatch func() bool
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// children are the children started, in order, less the finished
+	// ones that Go drops when it would grow the array and Wait drops from
+	// the end: a long-lived group holds its live children and at most
+	// about as many finished ones, not every child it ever ran.
 	children []*VThread
-	err      error
+	err      error // the first failure, the group context's cause
+	// panicked is the first child panic that is not err (a child that
+	// panicked after another failed), which Wait reports with err.
+	panicked *PanicError
 }
 
 // NewGroup returns a group of virtual threads on s whose context derives
@@ -45,9 +54,31 @@ func (g *Group) Go(fn func(ctx context.Context) error) error {
 		return err
 	}
 	g.mu.Lock()
+	if len(g.children) == cap(g.children) {
+		g.dropFinished()
+	}
 	g.children = append(g.children, vt)
 	g.mu.Unlock()
 	return nil
+}
+
+// dropFinished removes the finished children from g.children, keeping the
+// order of the others, and clears the slots it frees; the array grows only
+// when more than half of it holds live children. g.mu is held.
+func (g *Group) dropFinished() {
+	kept := g.children[:0]
+	for _, vt := range g.children {
+		if !vt.finished() {
+			kept = append(kept, vt)
+		}
+	}
+	clear(g.children[len(kept):])
+	if len(kept) > cap(kept)/2 {
+		// Double it now, so that the next scan is at least as many
+		// starts away as this one looked at: amortised O(1) per start.
+		kept = slices.Grow(kept, cap(kept))
+	}
+	g.children = kept
 }
 
 // childEnded records how a child ended, before anyone can see it ended
@@ -65,6 +96,10 @@ func (g *Group) fail(err error) {
 	first := g.err == nil
 	if first {
 		g.err = err
+	} else if pe, ok := err.(*PanicError); ok && g.panicked == nil {
+		if _, firstPanicked := g.err.(*PanicError); !firstPanicked {
+			g.panicked = pe
+		}
 	}
 	g.mu.Unlock()
 	if first {
@@ -74,20 +109,35 @@ func (g *Group) fail(err error) {
 
 // Wait waits for every child started so far, and for any they start
 // meanwhile, then cancels the group's context and returns the first
-// child's error (a *PanicError for a panic), or nil. Called from a virtual
-// thread it parks; from a goroutine it blocks. It joins each child with
-// VThread.Join, which may run a child inside the caller (see Join).
+// child's error (a *PanicError for a panic), or nil. A child that panics
+// after another has failed is not dropped: Wait then returns
+// errors.Join(first error, that *PanicError), so that errors.As finds the
+// panic and errors.Is the first error (later panics reach only
+// Options.OnPanic). Called from a virtual thread it parks; from a
+// goroutine it blocks. It joins each child with VThread.Join, the last
+// started first, which may run a child inside the caller (see Join).
 func (g *Group) Wait() error {
-	for i := 0; ; i++ {
+	for {
 		g.mu.Lock()
-		if i >= len(g.children) {
+		var vt *VThread
+		for n := len(g.children); n > 0; n-- {
+			if last := g.children[n-1]; !last.finished() {
+				vt = last
+				break
+			}
+			g.children[n-1] = nil
+			g.children = g.children[:n-1]
+		}
+		if vt == nil {
 			err := g.err
+			if g.panicked != nil {
+				err = errors.Join(err, g.panicked)
+			}
 			g.mu.Unlock()
 			g.cancel(context.Canceled)
 			g.unwatch()
 			return err
 		}
-		vt := g.children[i]
 		g.mu.Unlock()
 		vt.Join()
 	}
