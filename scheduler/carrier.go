@@ -400,6 +400,7 @@ func (c *carrier) next() *VThread {
 	s := c.s
 	if d := s.det; d != nil {
 		d.fireContexts()
+		d.fireDue()
 		return d.pop()
 	}
 	if c.picks++; c.picks%fairPicks == 0 {

@@ -116,16 +116,26 @@ func (d *detState) pop() *VThread {
 
 // advance moves the clock to the earliest pending timer and fires every
 // timer due then. It reports whether it fired any.
-func (d *detState) advance(s *Scheduler) bool {
+func (d *detState) advance(s *Scheduler) bool { return d.fire(true) }
+
+// fireDue fires the timers already due at the clock's time (made with a
+// duration of zero or less) without moving the clock: the carrier calls it
+// before every pick, so that such a timer fires at once, as in real mode,
+// and not only once nothing else can run.
+func (d *detState) fireDue() { d.fire(false) }
+
+// fire fires every timer due at the clock's time, after moving the clock
+// to the earliest pending timer if jump. It reports whether it fired any.
+func (d *detState) fire(jump bool) bool {
 	d.mu.Lock()
 	for len(d.timers) > 0 && d.timers[0].stopped {
 		heap.Pop(&d.timers)
 	}
-	if len(d.timers) == 0 {
+	if len(d.timers) == 0 || (!jump && d.timers[0].when > d.now) {
 		d.mu.Unlock()
 		return false
 	}
-	d.now = d.timers[0].when
+	d.now = max(d.now, d.timers[0].when)
 	var due []*vtimer
 	for len(d.timers) > 0 && d.timers[0].when <= d.now {
 		t := heap.Pop(&d.timers).(*vtimer)
