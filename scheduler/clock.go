@@ -1,6 +1,9 @@
 package scheduler
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Stopper is a timer that can be stopped: *time.Timer, or a timer of the
 // deterministic mode's virtual clock.
@@ -24,10 +27,28 @@ func (s *Scheduler) Now() time.Time {
 	return time.Now()
 }
 
-// AfterFunc calls f after d by the scheduler's clock (virtual in
-// deterministic mode, where f runs on the carrier; it must not block).
+// AfterFunc calls f after d by the scheduler's clock, in a goroutine of
+// its own as time.AfterFunc does, or in deterministic mode (where the
+// clock is virtual) in a virtual thread of its own, started when the timer
+// fires, so that what f does (a select's choice, a park) is part of the
+// seeded interleaving: f may block there too, and a panic in f ends the
+// program as in real mode. If the scheduler has shut down when the timer
+// fires, a deterministic f does not run.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
-	return s.afterFunc(d, f)
+	if s.det == nil {
+		return time.AfterFunc(d, f)
+	}
+	return s.afterFunc(d, func() {
+		s.start("", s.ctx, nil, func(context.Context) error {
+			defer func() {
+				if r := recover(); r != nil {
+					go panic(r) // as from time.AfterFunc's goroutine
+				}
+			}()
+			f()
+			return nil
+		})
+	})
 }
 
 func (s *Scheduler) afterFunc(d time.Duration, f func()) Stopper {

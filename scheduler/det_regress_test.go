@@ -1,7 +1,12 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,11 +36,105 @@ func TestDeterministicDueTimerFires(t *testing.T) {
 		if !fired.Load() {
 			t.Fatalf("AfterFunc(%v) had not fired after %d Yields", d, yields)
 		}
-		if yields > 1 {
-			t.Errorf("AfterFunc(%v) fired after %d Yields, want 1", d, yields)
+		// f runs in a virtual thread of its own, started at the next
+		// pick, and run at a later one the seed chooses: a few Yields.
+		if yields > 10 {
+			t.Errorf("AfterFunc(%v) fired after %d Yields, want a few", d, yields)
 		}
 		if got := s.Now().Sub(epoch); got != time.Second {
 			t.Errorf("the clock moved to %v, want it left at 1s", got)
 		}
+	}
+}
+
+// In deterministic mode AfterFunc's f runs in a virtual thread of its own,
+// so that what it does is part of the seeded interleaving: a select there
+// used to choose with the process's random generator (f ran on the
+// carrier, where no virtual thread is current), and differed from run to
+// run with one seed.
+func TestDeterministicAfterFuncSelect(t *testing.T) {
+	run := func() string {
+		s := newTest(t, Options{Deterministic: true, Seed: 1})
+		out := ""
+		vt, _ := s.Go(func(ctx context.Context) error {
+			for range 32 {
+				a, b := NewChan[int](1), NewChan[int](1)
+				s.AfterFunc(time.Millisecond, func() {
+					i, _ := TrySelect(SendCase(a, 1), SendCase(b, 2))
+					out += fmt.Sprint(i)
+				})
+				Sleep(2 * time.Millisecond)
+			}
+			return nil
+		})
+		if err := vt.Join(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := run()
+	for i := 1; i < 20; i++ {
+		if got := run(); got != first {
+			t.Fatalf("same seed, run %d: the selects in AfterFunc chose %s, run 0 chose %s", i, got, first)
+		}
+	}
+}
+
+// A deterministic AfterFunc's f may block: it parks its own virtual thread
+// (it used to block the only carrier, and the simulation with it).
+func TestDeterministicAfterFuncBlocks(t *testing.T) {
+	s := newTest(t, Options{Deterministic: true, Seed: 3})
+	ch := NewChan[int](0)
+	got := make(chan int, 1)
+	s.AfterFunc(time.Second, func() {
+		v, _ := ch.Recv()
+		got <- v
+	})
+	vt, _ := s.Go(func(ctx context.Context) error {
+		Sleep(2 * time.Second)
+		ch.Send(42)
+		return nil
+	})
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-got:
+		if v != 42 {
+			t.Fatalf("f received %d, want 42", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("f never received")
+	}
+}
+
+const afterFuncPanicEnv = "WEFT_TEST_AFTERFUNC_PANIC"
+
+// A panic in a deterministic AfterFunc's f ends the program, as one in
+// time.AfterFunc's goroutine does: the virtual thread that runs f must not
+// swallow it.
+func TestDeterministicAfterFuncPanicEndsProgram(t *testing.T) {
+	if os.Getenv(afterFuncPanicEnv) == "1" {
+		s, err := New(Options{Deterministic: true, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.AfterFunc(time.Millisecond, func() { panic("boom in AfterFunc") })
+		vt, _ := s.Go(func(ctx context.Context) error {
+			Sleep(time.Second)
+			return nil
+		})
+		vt.Join()
+		time.Sleep(5 * time.Second) // the panic ends the process first
+		return
+	}
+	if runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("needs a child process, which this platform cannot start")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDeterministicAfterFuncPanicEndsProgram$", "-test.count=1")
+	cmd.Env = append(os.Environ(), afterFuncPanicEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !bytes.Contains(out, []byte("panic: boom in AfterFunc")) {
+		t.Fatalf("child process: %v, want a crash with the panic\n%s", err, out)
 	}
 }
