@@ -113,7 +113,8 @@ func (g *Group) fail(err error) {
 // after another has failed is not dropped: Wait then returns
 // errors.Join(first error, that *PanicError), so that errors.As finds the
 // panic and errors.Is the first error (later panics reach only
-// Options.OnPanic). Called from a virtual thread it parks; from a
+// Options.OnPanic). A child that ends by runtime.Goexit does not fail the
+// group, as in errgroup. Called from a virtual thread it parks; from a
 // goroutine it blocks. It joins each child with VThread.Join, the last
 // started first, which may run a child inside the caller (see Join).
 func (g *Group) Wait() error {
