@@ -32,7 +32,8 @@ import (
 // Sentinel errors. Misuse panics with an error that wraps one of these, so a
 // recovered value can be checked with errors.Is.
 var (
-	// ErrDone: Run of a continuation whose body has returned or panicked.
+	// ErrDone: Run of a continuation whose body has returned, panicked or
+	// called runtime.Goexit.
 	ErrDone = errors.New("continuation is done")
 	// ErrMounted: Run of a continuation that is already mounted, either
 	// running (a re-entrant Run, or a concurrent Run from another goroutine

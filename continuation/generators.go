@@ -30,8 +30,9 @@ import (
 // on unharmed; a yield from a goroutine other than the one running seq
 // panics with an error wrapping ErrNotInScope, before it hands anything
 // over; a yield
-// that is pinned (inside pinning.Do, or on the stack-copying backend a
-// frame that cannot be frozen) panics with a *pinning.Error, which
+// that is pinned (inside pinning.Do, with the thread locked since seq was
+// last resumed, in a cgo callback, or on the stack-copying backend a frame
+// that cannot be frozen) panics with a *pinning.Error, which
 // propagates out of next like any panic in seq.
 func Pull[V any](seq iter.Seq[V]) (next func() (V, bool), stop func()) {
 	next2, stop := pull2(func(yield func(struct{}, V) bool) {

@@ -12,7 +12,8 @@ import (
 // (a return address, as runtime.Callers reports it) would pin a
 // continuation whose suspended region contains it, and why. It is the
 // stack-copying backend's classification of frames; the portable backend
-// pins only on CriticalSection.
+// suspends through any frame, and pins only on CriticalSection,
+// LockedThread and NativeFrame (a cgo callback).
 //
 //   - pinning.Do: CriticalSection.
 //   - The Go side of a cgo call or callback (runtime.cgocall,

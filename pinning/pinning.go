@@ -11,9 +11,10 @@
 // is and nothing is lost.
 //
 // Which reasons can occur depends on the backend. The portable backend
-// (a goroutine per continuation) can suspend through any frame, so the only
-// reason it reports is CriticalSection. The stack-copying backend reports
-// all of them.
+// (a goroutine per continuation) can suspend through any frame, so the
+// reasons it reports are CriticalSection, LockedThread (the body locked its
+// thread since it was last run) and NativeFrame (a yield inside a cgo
+// callback). The stack-copying backend reports all of them.
 package pinning
 
 import (
