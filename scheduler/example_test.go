@@ -161,3 +161,43 @@ func ExampleFromContext() {
 	// worker req-42
 	// true
 }
+
+// SleepContext is a Sleep that a context can end. In deterministic mode
+// it sleeps on the virtual clock: a thread cancels the sleeper's context
+// after 90 virtual seconds, and the hour-long sleep ends then. Close
+// cancels every virtual thread's context, so a thread sleeping on its own
+// does not keep Close waiting for the rest of its sleep, as one in Sleep
+// would.
+func ExampleSleepContext() {
+	sim, err := scheduler.New(scheduler.Options{Deterministic: true, Seed: 1})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	start := sim.Now()
+	sleeper, _ := sim.Go(func(context.Context) error {
+		// Started by a virtual thread, not by this goroutine: the clock
+		// cannot jump the hour before the canceller has started.
+		sim.Go(func(context.Context) error {
+			scheduler.Sleep(90 * time.Second)
+			cancel()
+			return nil
+		})
+		return scheduler.SleepContext(ctx, time.Hour)
+	})
+	fmt.Println(sleeper.Join(), "after", sim.Now().Sub(start))
+	sim.Close()
+
+	s, err := scheduler.New(scheduler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	vt, _ := s.Go(func(ctx context.Context) error {
+		return scheduler.SleepContext(ctx, time.Hour) // ctx ends with Close
+	})
+	s.Close()
+	fmt.Println(vt.Join())
+	// Output:
+	// context canceled after 1m30s
+	// context canceled
+}

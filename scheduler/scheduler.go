@@ -761,7 +761,8 @@ func Yield() {
 // Sleep pauses the calling virtual thread for at least d (by the
 // scheduler's clock: virtual in deterministic mode). An Unpark that comes
 // before or during it does not end it, and is not lost: the next Park
-// returns at once. From a plain goroutine it calls time.Sleep.
+// returns at once. Nor does cancelling a context: SleepContext is the
+// Sleep that one can end. From a plain goroutine it calls time.Sleep.
 func Sleep(d time.Duration) {
 	vt := Current()
 	if vt == nil {
@@ -789,6 +790,107 @@ func Sleep(d time.Duration) {
 		// return spuriously, so a caller loses nothing if it was the
 		// timer's after all).
 		vt.permit.Store(true)
+	}
+}
+
+// SleepContext is Sleep that ctx can end: it pauses the calling virtual
+// thread until d has passed (by the scheduler's clock: virtual in
+// deterministic mode) and returns nil, or until ctx ends and returns
+// ctx.Err(), whichever comes first. A ctx that has already ended returns
+// ctx.Err() at once, without a yield. Closing the scheduler, or a
+// Shutdown whose context ends, cancels every virtual thread's context:
+// a thread sleeping on its own context wakes then, where Sleep would
+// keep Close waiting for the rest of its sleep.
+//
+// If d passes and ctx ends at about the same time, ctx wins: SleepContext
+// looks at ctx once more when it wakes and returns ctx.Err() if it has
+// ended, even if d has passed too. So it returns nil only if d has passed
+// and ctx had not ended when the sleep ended, never before d has passed.
+// (In deterministic mode, with the sleep due at virtual time T and ctx
+// cancelled at T by another virtual thread, the result depends on which
+// of the two the seed runs first.)
+//
+// As with Sleep, an Unpark that comes before or during the sleep does
+// not end it and is not lost: the next Park returns at once. When it
+// returns, SleepContext has stopped its timer and its watch on ctx;
+// nothing stays registered. (A timer or watch that fires just as the
+// sleep ends may still unpark the thread once after it has returned: the
+// next Park may then return spuriously, as Park may.)
+//
+// From a plain goroutine it waits on a time.Timer and ctx.Done().
+func SleepContext(ctx context.Context, d time.Duration) error {
+	done := ctx.Done()
+	if isDone(done) {
+		return ctx.Err()
+	}
+	vt := Current()
+	if vt == nil {
+		return sleepOutside(ctx, d)
+	}
+	if done == nil { // a context that never ends
+		Sleep(d)
+		return nil
+	}
+	if d <= 0 {
+		Yield()
+		if isDone(done) {
+			return ctx.Err()
+		}
+		return nil
+	}
+	s := vt.s
+	var fired atomic.Bool
+	t := s.afterFunc(d, func() {
+		fired.Store(true)
+		vt.Unpark()
+	})
+	stop := s.watchContext(ctx, vt.Unpark)
+	woken := false
+	for !fired.Load() && !isDone(done) {
+		vt.park()
+		// Neither the timer nor ctx: a permit or an Unpark that this
+		// park used up, to give back (as Sleep does). A wake-up that
+		// comes with one of theirs is theirs.
+		woken = woken || (!fired.Load() && !isDone(done))
+	}
+	t.Stop()
+	stop()
+	if woken {
+		vt.permit.Store(true)
+	}
+	if isDone(done) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// sleepOutside is SleepContext called from a plain goroutine, ctx not
+// done at the call: it blocks on a wall-clock timer, ctx winning a tie as
+// in a virtual thread.
+func sleepOutside(ctx context.Context, d time.Duration) error {
+	done := ctx.Done()
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-done:
+		}
+	}
+	if isDone(done) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// isDone reports whether done, a context's Done channel (nil for one that
+// never ends), is closed.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -1072,9 +1174,11 @@ func (s *Scheduler) drained() bool {
 // If ctx ends first, Shutdown cancels the contexts of the virtual threads
 // still running and returns ctx.Err() without waiting further, as
 // http.Server.Shutdown does: the carriers exit once the last of them has
-// finished. Cancelling a context does not interrupt a Park, so a virtual
-// thread must watch its context to be cancelled. Called from one of s's
-// own virtual threads, which it would wait for, it panics.
+// finished. Cancelling a context does not interrupt a Park or a Sleep, so
+// a virtual thread must watch its context to be cancelled: sleep with
+// SleepContext, and wait with the calls that take a context (VThread.Wait,
+// Semaphore.Acquire, Chan.RecvContext...). Called from one of s's own
+// virtual threads, which it would wait for, it panics.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.notFromOwn("Shutdown")
 	s.closing.Store(true)
@@ -1105,8 +1209,11 @@ func (s *Scheduler) notFromOwn(op string) {
 }
 
 // Close cancels every virtual thread's context, waits for them all to
-// finish, and stops the carriers. Called from one of s's own virtual
-// threads, which it would wait for, it panics.
+// finish, and stops the carriers. Cancelling does not interrupt a Park or
+// a Sleep: Close waits for the rest of a thread's Sleep, where a
+// SleepContext on the thread's context returns at once (see Shutdown).
+// Called from one of s's own virtual threads, which it would wait for, it
+// panics.
 func (s *Scheduler) Close() error {
 	s.notFromOwn("Close")
 	s.closing.Store(true)
