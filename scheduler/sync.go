@@ -595,9 +595,17 @@ func NewSemaphore(n int64) *Semaphore {
 }
 
 // Acquire takes n tokens, waiting until they are available or ctx ends. It
-// returns nil, or ctx.Err() without taking any token if ctx ended first
-// (also if ctx had ended before the call). A request for more tokens than
-// the semaphore has waits for ctx.
+// returns nil holding the tokens, or ctx.Err() holding none, as
+// golang.org/x/sync/semaphore does:
+//
+//   - A ctx that has already ended when Acquire is called fails it at
+//     once, even if the tokens are available.
+//   - If ctx ends while Acquire waits, it returns ctx.Err().
+//   - If the tokens are granted to a waiting Acquire as ctx ends (ctx has
+//     ended by the time the woken Acquire looks), it gives them back,
+//     waking the waiters they now satisfy, and returns ctx.Err().
+//
+// A request for more tokens than the semaphore has waits for ctx.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if n < 0 {
 		panic("scheduler: Semaphore.Acquire with a negative count")
@@ -624,7 +632,19 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	s.push(sw)
 	s.mu.Unlock()
 	if await(sw.w, ctx, -1) {
-		return nil // the tokens were granted, even if ctx has ended since
+		select {
+		case <-done:
+			// Granted as ctx ended: give the tokens back and fail, as
+			// x/sync does, so that an error always means no token is
+			// held. The waiters behind may fit now.
+			s.mu.Lock()
+			s.cur -= n
+			s.grant()
+			s.mu.Unlock()
+			return ctx.Err()
+		default:
+			return nil
+		}
 	}
 	s.mu.Lock()
 	if sw.queued {

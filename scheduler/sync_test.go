@@ -804,3 +804,118 @@ func TestSemaphoreCancel(t *testing.T) {
 		t.Fatalf("oversized Acquire = %v", err)
 	}
 }
+
+// A grant that races with the waiter's context ending: Acquire returns
+// ctx.Err() and gives the tokens back, waking the waiter behind it, as
+// golang.org/x/sync/semaphore does. It used to keep them and return nil.
+//
+// Deterministic mode forces the race: a context cancelled by a virtual
+// thread is seen by the waits on it at the carrier's next scheduling
+// decision (watchContext), so a thread that cancels the waiter's context
+// and then releases, in one run, grants the tokens to a waiter whose
+// context has already ended.
+func TestSemaphoreGrantRacesCancel(t *testing.T) {
+	for seed := range uint64(8) {
+		s := newSched(t, Options{Deterministic: true, Seed: seed})
+		sem := NewSemaphore(2)
+		if !sem.TryAcquire(2) {
+			t.Fatal("TryAcquire on a new semaphore failed")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var errCancelled, errBehind error
+		root := goOrFatal(t, s, func(context.Context) error {
+			// Started from a virtual thread, so that the carrier runs
+			// none before all have started.
+			cancelled, err := s.Go(func(context.Context) error {
+				errCancelled = sem.Acquire(ctx, 2)
+				if errCancelled == nil {
+					sem.Release(2)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			behind, err := s.Go(func(context.Context) error {
+				Sleep(time.Millisecond) // queued behind the first
+				errBehind = sem.Acquire(context.Background(), 1)
+				if errBehind == nil {
+					sem.Release(1)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			releaser, err := s.Go(func(context.Context) error {
+				Sleep(2 * time.Millisecond) // both are queued
+				cancel()
+				sem.Release(2) // granted to the first, whose ctx has ended
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, vt := range []*VThread{cancelled, behind, releaser} {
+				if err := vt.Join(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err := joinWithin(t, root); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(errCancelled, context.Canceled) {
+			t.Errorf("seed %d: Acquire granted as its context ended = %v, want context.Canceled", seed, errCancelled)
+		}
+		if errBehind != nil {
+			t.Errorf("seed %d: the Acquire behind it = %v, want nil", seed, errBehind)
+		}
+		if !sem.TryAcquire(2) {
+			t.Errorf("seed %d: TryAcquire(2) failed after every holder released: tokens lost", seed)
+		} else {
+			sem.Release(2)
+		}
+	}
+}
+
+// The same race outside deterministic mode, for a waiting virtual thread
+// and a waiting goroutine: a context cancelled before the Release that
+// grants the tokens fails the Acquire, whichever wins the race to end its
+// wait (the grant, which the Acquire then undoes, or the context), and no
+// token is lost.
+func TestSemaphoreCancelBeforeRelease(t *testing.T) {
+	s := newSched(t, Options{Carriers: 2})
+	for round := range 100 {
+		sem := NewSemaphore(1)
+		if !sem.TryAcquire(1) {
+			t.Fatal("TryAcquire on a new semaphore failed")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		if round%2 == 0 {
+			go func() { res <- sem.Acquire(ctx, 1) }()
+		} else if _, err := s.Go(func(context.Context) error { res <- sem.Acquire(ctx, 1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the Acquire to queue", func() bool {
+			sem.mu.Lock()
+			defer sem.mu.Unlock()
+			return sem.head != nil
+		})
+		cancel()
+		sem.Release(1)
+		select {
+		case err := <-res:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: Acquire whose context was cancelled before the Release = %v, want context.Canceled", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Acquire did not return", round)
+		}
+		if !sem.TryAcquire(1) {
+			t.Fatalf("round %d: TryAcquire(1) failed after the cancelled Acquire returned: a token lost", round)
+		}
+	}
+}
