@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # compare.sh runs weft's benchmarks on both backends in one session, round
 # by round, so that the stack-copying backend (with lazy thaw, its default,
 # and with eager thaw), the portable backend and the peers (iter.Pull,
@@ -13,25 +13,40 @@
 #
 # then summarise bench.txt with benchstat and draw it with bench/plot, as
 # docs/benchmarks.md shows.
-set -eu
+set -euo pipefail
 rounds=${1:-6}
 pattern=${2:-.}
 cd "$(dirname "$0")/.."
-go test -c -o /tmp/weft-bench.test ./bench
+bin=$(mktemp /tmp/weft-bench.XXXXXX)
+out=$(mktemp /tmp/weft-bench-out.XXXXXX)
+trap 'rm -f "$bin" "$out"' EXIT
+go test -c -o "$bin" ./bench
+
+# run [VAR=value] runs the benchmarks once into $out and fails the script
+# (with the run's output) if they fail, so that a failed run is never
+# filtered away into fewer samples.
+run() {
+	if ! env "$@" "$bin" -test.run='^$' -test.bench="$pattern" -test.count=1 >"$out" 2>&1; then
+		echo "compare.sh: benchmarks failed ($*):" >&2
+		cat "$out" >&2
+		exit 1
+	fi
+}
+
 i=0
 while [ "$i" -lt "$rounds" ]; do
 	i=$((i + 1))
+	run
 	if [ "$i" -eq 1 ]; then
-		/tmp/weft-bench.test -test.run='^$' -test.bench="$pattern" -test.count=1
+		cat "$out"
 	else
-		/tmp/weft-bench.test -test.run='^$' -test.bench="$pattern" -test.count=1 | grep '^Benchmark'
+		grep '^Benchmark' "$out" || true
 	fi
 	for cfg in WEFT_BACKEND=portable WEFT_THAW=eager; do
 		name=${cfg#*=}
-		env "$cfg" /tmp/weft-bench.test -test.run='^$' -test.bench="$pattern" -test.count=1 |
-			grep '^Benchmark.*impl=weft' |
+		run "$cfg"
+		{ grep '^Benchmark.*impl=weft' "$out" || true; } |
 			sed -e "s/impl=weft\.Pull\//impl=weft.Pull-$name\//" -e "s/impl=weft\.Pull-\([0-9]\)/impl=weft.Pull-$name-\1/" \
 				-e "s/impl=weft\//impl=weft-$name\//" -e "s/impl=weft-\([0-9]\)/impl=weft-$name-\1/"
 	done
 done
-rm -f /tmp/weft-bench.test

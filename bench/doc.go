@@ -43,6 +43,17 @@
 //   - BenchmarkPingPong: one round trip between two virtual threads that
 //     Park until the other Unparks them, on one carrier and on GOMAXPROCS
 //     carriers, against two goroutines over unbuffered channels.
+//   - BenchmarkChanPingPong: a message and its answer between two
+//     virtual threads over two unbuffered scheduler.Chans, on GOMAXPROCS
+//     carriers and on one, against two goroutines over Go channels.
+//   - BenchmarkEcho: one 1 KB message's round trip through an echo server
+//     on 127.0.0.1 with 32 concurrent clients: virtual threads over vnet
+//     (carriers locked to their threads, and not), against a
+//     goroutine-per-connection server over package net.
+//
+// Benchmarks run with GODEBUG=adaptivestackstart=0, so that goroutine
+// peers start with the 2 KB minimum stack whatever ran before them: the
+// test binary runs itself again with it if it is not set.
 //
 // Sub-benchmarks are named key=value (impl=weft/depth=10) so that
 // benchstat can slice them. Run them all, several times, and compare:
@@ -57,7 +68,7 @@
 //
 // and against a recorded run:
 //
-//	benchstat testdata/both-linux-amd64.txt bench.txt
+//	benchstat bench/testdata/both-linux-amd64.txt bench.txt
 //
 // A quick smoke run, as CI does it:
 //

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -562,8 +563,9 @@ func chanPingPongVThreads(s *scheduler.Scheduler, n int) int {
 			pong.Send(v + 1)
 		}
 	})
-	a.Join()
-	b.Join()
+	if err := errors.Join(a.Join(), b.Join()); err != nil {
+		panic(err)
+	}
 	return last
 }
 
@@ -592,22 +594,25 @@ func chanPingPongGoroutines(n int) int {
 // threads (impl=vthread, on GOMAXPROCS carriers; carriers=1, on one), Go
 // channels between goroutines (impl=goroutine).
 func BenchmarkChanPingPong(b *testing.B) {
-	b.Run("impl=vthread", func(b *testing.B) {
-		s := newScheduler(scheduler.Options{})
-		defer shutdown(s)
+	check := func(b *testing.B, last int) {
+		if last != b.N {
+			b.Fatalf("the last answer was %d, want %d", last, b.N)
+		}
+	}
+	vthreads := func(b *testing.B, opts scheduler.Options) {
+		s := newScheduler(opts)
 		b.ResetTimer()
-		chanPingPongVThreads(s, b.N)
-	})
+		last := chanPingPongVThreads(s, b.N)
+		b.StopTimer()
+		shutdown(s)
+		check(b, last)
+	}
+	b.Run("impl=vthread", func(b *testing.B) { vthreads(b, scheduler.Options{}) })
 	// One carrier: the pair cannot move between carriers, which leaves
 	// the engine's and the channel's costs.
-	b.Run("impl=vthread/carriers=1", func(b *testing.B) {
-		s := newScheduler(scheduler.Options{Carriers: 1})
-		defer shutdown(s)
-		b.ResetTimer()
-		chanPingPongVThreads(s, b.N)
-	})
+	b.Run("impl=vthread/carriers=1", func(b *testing.B) { vthreads(b, scheduler.Options{Carriers: 1}) })
 	b.Run("impl=goroutine", func(b *testing.B) {
-		chanPingPongGoroutines(b.N)
+		check(b, chanPingPongGoroutines(b.N))
 	})
 }
 
