@@ -42,6 +42,11 @@ type portableState struct {
 	panicked   any
 	panicStack []byte
 	died       bool
+	// duringGoexit says that the panic that ended the body goroutine was
+	// raised during a runtime.Goexit there (by one of its deferred
+	// calls): iter.Pull carries only the panic to Run's caller, which
+	// raises it again during a Goexit of its own (raiseDuringGoexit).
+	duringGoexit bool
 }
 
 type request uint8
@@ -81,6 +86,7 @@ func (c *Cont) start() {
 				runtime.Goexit()
 			}
 			c.pt.keepPanic(r)
+			c.pt.duringGoexit = goexitPending()
 			panic(r)
 		}()
 		c.sc.body()
@@ -107,6 +113,48 @@ func unwindingPanic() bool {
 		}
 	}
 }
+
+// goexitPending reports whether a runtime.Goexit runs on the calling
+// goroutine: whether a panic unwinding it was raised during one. Only the
+// path of a panic that ends a body goroutine calls it.
+func goexitPending() bool {
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n == len(pcs) {
+			pcs = make([]uintptr, 2*len(pcs))
+			continue
+		}
+		frames := runtime.CallersFrames(pcs[:n])
+		for more := n > 0; more; {
+			var f runtime.Frame
+			if f, more = frames.Next(); f.Function == "runtime.Goexit" {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// raiseDuringGoexit raises v, a panic that ended a body goroutine during a
+// runtime.Goexit there, again on the goroutine that called Run, from a
+// deferred call of a Goexit of that goroutine's own, so that it behaves as
+// in plain Go: a frame that recovers it goes on exiting, and if nothing
+// does, it ends the goroutine as a panic. (iter.Pull, which carries a
+// panic or a Goexit to its caller, would carry only the panic.)
+func raiseDuringGoexit(v any) {
+	defer raisePanic(v)
+	runtime.Goexit()
+}
+
+// raisePanic panics with v: raiseDuringGoexit's deferred call, which
+// pullReraised knows by name.
+//
+//go:noinline
+func raisePanic(v any) { panic(v) }
+
+// raisePanicName is raisePanic's name in the runtime's tables.
+var raisePanicName = enginePrefix + "raisePanic"
 
 // keepPanic records the panic r that is ending the body goroutine, and
 // where it began: the stack of this goroutine now, unless r is the panic
@@ -147,12 +195,14 @@ func (c *Cont) ptPanicStack(v any) []byte {
 // pullReraised reports whether the panic whose deferred calls are running
 // on the calling goroutine was raised again by a continuation's Run: by
 // iter.Pull's next function, which raises the panic that ended its
-// sequence's goroutine, called by switchIn. (An iter.Pull of the body's
-// own raises panics too, which have no record here.) Only the panic path
-// calls it.
+// sequence's goroutine, called by switchIn, or by raisePanic, which raises
+// such a panic again during a Goexit (raiseDuringGoexit). (An iter.Pull of
+// the body's own raises panics too, which have no record here.) Only the
+// panic path calls it.
 func pullReraised() bool {
 	raiser, caller, ok := panicRaiser()
-	return ok && strings.HasPrefix(raiser.Function, "iter.Pull[") && caller.Function == switchInName
+	return ok && (strings.HasPrefix(raiser.Function, "iter.Pull[") && caller.Function == switchInName ||
+		raiser.Function == raisePanicName)
 }
 
 // panicRaiser returns the frame that raised the panic whose deferred calls

@@ -75,8 +75,14 @@ func (c *Cont) mounted(owner any) {
 	normal := false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit
+			duringGoexit := c.pt != nil && c.pt.died && c.pt.duringGoexit
 			c.handPanic()
 			c.finish()
+			if duringGoexit {
+				if r := recover(); r != nil {
+					raiseDuringGoexit(r)
+				}
+			}
 		}
 	}()
 	finished := c.resume()

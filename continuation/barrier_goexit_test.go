@@ -280,3 +280,58 @@ func TestBarrierInnerGoexitPanicNoInnerDefers(t *testing.T) {
 		gxDeep(e, 30)
 	})
 }
+
+// A panic raised during a Goexit in a body leaves the body while the Goexit
+// is pending: in Run's caller, a recover stops the panic, and the caller
+// goes on exiting, as in plain Go. The portable backend's iter.Pull carries
+// only the panic to Run's caller, which used to carry on normally after
+// the recover; it now raises the panic again during a Goexit of the
+// caller's own. Both with and without a yield before the Goexit (the
+// resume then runs on another goroutine, with the recover in that
+// goroutine's frames).
+func TestGoexitPanicLeavesBody(t *testing.T) {
+	for _, yields := range []int{0, 1, 3} {
+		run := func(inCont bool) (log []string, exited bool) {
+			s := scope.New("leaves")
+			body := func() {
+				defer func() { panic("p") }()
+				for range yields {
+					if inCont {
+						continuation.Yield(s)
+					}
+				}
+				runtime.Goexit()
+			}
+			var c *continuation.Continuation
+			if inCont {
+				c = continuation.New(s, body)
+			}
+			// Each Run on a goroutine of its own; the last one's log is
+			// compared (the others return from a yield).
+			for first := true; first || (c != nil && !c.IsDone()); first = false {
+				done := make(chan struct{})
+				log, exited = nil, true
+				go func() {
+					defer close(done)
+					func() {
+						defer func() { log = append(log, fmt.Sprint("recovered ", recover())) }()
+						if inCont {
+							c.Run()
+						} else {
+							body()
+						}
+					}()
+					log = append(log, "Run's caller returned")
+					exited = false
+				}()
+				<-done
+			}
+			return log, exited
+		}
+		wantLog, wantExit := run(false)
+		gotLog, gotExit := run(true)
+		if !slices.Equal(gotLog, wantLog) || gotExit != wantExit {
+			t.Errorf("yields=%d on %s: %q, ended by Goexit %v; plain Go: %q, %v", yields, continuation.Backend(), gotLog, gotExit, wantLog, wantExit)
+		}
+	}
+}

@@ -42,9 +42,9 @@ import (
 // it ended by Goexit. These are the paths where the stack-copying backend
 // carries a Goexit, or a panic raised during one, across the lazy-thaw
 // return barrier into frames still frozen with deferred calls pending
-// (docs/design.md, "Panics and Goexit across the barrier"). The portable
-// backend loses the Goexit when such a panic leaves a continuation's body,
-// so there those programs are run but not compared (diffCheckSeed).
+// (docs/design.md, "Panics and Goexit across the barrier"), and where the
+// portable backend raises such a panic again on Run's caller during a
+// Goexit of its own (raiseDuringGoexit).
 //
 // In the plain run a yield just records "y" (the yield) and "r" (the resume
 // of the continuation it suspends, as the driver would). In the
@@ -207,13 +207,15 @@ type diffStats struct {
 	// Panics and Goexits that the stack-copying backend's return barrier
 	// carried into frozen frames with deferred calls pending.
 	unwinds int
-	// Programs not compared on the portable backend (diffCheckSeed).
-	portableSkipped int
 	// Programs in which a deferred call ran during a Goexit that the
 	// barrier had carried into frozen frames (under weft's frozenGoexit),
 	// and during a panic raised by a deferred call of a Goexit, that the
 	// barrier had carried there (under frozenGoexitPanic).
 	gxFrozen, gxPanicFrozen int
+	// Programs in which a panic raised during a Goexit left a
+	// continuation's body (the portable backend raises it again on Run's
+	// caller during a Goexit of its own: raiseDuringGoexit).
+	gxPanicLeft int
 }
 
 type diffGen struct {
@@ -1102,20 +1104,13 @@ func diffCheckSeed(seed uint64, stats *diffStats) string {
 	if want.goexit {
 		stats.endedGoexit++
 	}
+	if want.goexitPanicLeft {
+		stats.gxPanicLeft++
+	}
 	if want.escaped != "" {
 		stats.escaped++
 	}
 	got := diffRunProgram(p, diffCont)
-	if want.goexitPanicLeft && !gcsStackCopy() {
-		// A known limitation of the portable backend: a body's goroutine
-		// that a panic raised during a Goexit ends hands Run's caller
-		// the panic alone (as iter.Pull does), so if Run's caller
-		// recovers it, it carries on instead of going on exiting (and
-		// if nothing does, its goroutine ends by the panic, not Goexit).
-		// The run still ran, for the race detector and the GC checks.
-		stats.portableSkipped++
-		return ""
-	}
 	stats.unwinds += got.unwinds
 	if got.sawGoexit {
 		stats.gxFrozen++
@@ -1181,9 +1176,6 @@ func TestDifferential(t *testing.T) {
 		}
 	}
 	t.Logf("%d programs: %+v", n, stats)
-	if stats.portableSkipped > 0 {
-		t.Logf("%d programs not compared: in them a panic raised during a Goexit leaves a continuation's body, which the portable backend hands to Run's caller without the Goexit", stats.portableSkipped)
-	}
 	if n >= 50 {
 		// The generator must keep producing every feature.
 		for name, v := range map[string]int{
@@ -1200,6 +1192,7 @@ func TestDifferential(t *testing.T) {
 			"panics in those during a Goexit":                 stats.exitPanics,
 			"runs that ended by Goexit":                       stats.endedGoexit,
 			"panics that escaped a goroutine during a Goexit": stats.escaped,
+			"panics raised during a Goexit that left a body":  stats.gxPanicLeft,
 		} {
 			if v == 0 {
 				t.Errorf("%d programs had no %s", n, name)
