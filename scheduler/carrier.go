@@ -658,6 +658,28 @@ func (s *Scheduler) startTemp() {
 	go c.loop()
 }
 
+// wakeSurplusTemp wakes an idle compensation carrier, if more run than
+// carriers are blocked pinned, so that it looks again and retires: one
+// that went idle while the blocks lasted would otherwise sleep on.
+func (s *Scheduler) wakeSurplusTemp() {
+	s.mu.Lock() // a pinned park's slow path
+	var w *carrier
+	if s.temp > int(s.blocked.Load()) {
+		for i := len(s.idle) - 1; i >= 0; i-- {
+			if c := s.idle[i]; c.temp {
+				w = c
+				s.idle = append(s.idle[:i], s.idle[i+1:]...)
+				s.nidle.Add(-1)
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	if w != nil {
+		w.wake <- struct{}{}
+	}
+}
+
 // retireTemp reports whether an idle compensation carrier should exit,
 // because fewer carriers are blocked pinned than compensation carriers
 // run, and if so counts it out, in one step so that two idle ones cannot

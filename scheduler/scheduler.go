@@ -743,6 +743,34 @@ func (vt *VThread) unparkOn(c *carrier) {
 	}
 }
 
+// parkKeep is park without taking the permit after a wake-up: an Unpark
+// that came while vt was queued stays for its caller to see.
+func (vt *VThread) parkKeep() {
+	vt.action = actPark
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		parkPinned(perr)
+	}
+}
+
+// wakeTimer is a Sleep timer's wake-up (or SleepContext's context
+// watch's, with fired nil: isDone tells): it sets fired and makes vt
+// runnable without its permit if vt is parked; otherwise (vt runs, and
+// may be about to park) through the permit, as Unpark. The permit then
+// stands for other Unparks only, which the sleep keeps for the next Park.
+func (vt *VThread) wakeTimer(fired *atomic.Bool) {
+	if fired != nil {
+		fired.Store(true)
+	}
+	switch {
+	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		vt.s.readyOn(vt, vt.s.runningCarrier())
+	case vt.state.CompareAndSwap(vtPinned, vtRunning):
+		vt.carrier.pinned <- struct{}{}
+	default:
+		vt.Unpark()
+	}
+}
+
 // Yield lets other runnable virtual threads run before the caller goes on.
 // From a plain goroutine it calls runtime.Gosched.
 func Yield() {
@@ -774,14 +802,18 @@ func Sleep(d time.Duration) {
 		return
 	}
 	s := vt.s
-	deadline := s.Now().Add(d)
-	t := s.afterFunc(d, vt.Unpark)
+	var fired atomic.Bool
+	t := s.afterFunc(d, func() { vt.wakeTimer(&fired) })
 	woken := false
-	for s.Now().Before(deadline) {
-		vt.park()
-		// Woken before the deadline: by a permit or an Unpark that
-		// were not the timer's, and that this park used up.
-		woken = woken || s.Now().Before(deadline)
+	for !fired.Load() { // it fires once d has passed
+		// A permit here is not the timer's (it wakes by state, or sets
+		// the permit only while vt runs, after fired): take it and
+		// remember to give it back.
+		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
+			woken = true
+			continue
+		}
+		vt.parkKeep()
 	}
 	t.Stop()
 	if woken {
@@ -840,18 +872,16 @@ func SleepContext(ctx context.Context, d time.Duration) error {
 	}
 	s := vt.s
 	var fired atomic.Bool
-	t := s.afterFunc(d, func() {
-		fired.Store(true)
-		vt.Unpark()
-	})
-	stop := s.watchContext(ctx, vt.Unpark)
+	t := s.afterFunc(d, func() { vt.wakeTimer(&fired) })
+	stop := s.watchContext(ctx, func() { vt.wakeTimer(nil) })
 	woken := false
 	for !fired.Load() && !isDone(done) {
-		vt.park()
-		// Neither the timer nor ctx: a permit or an Unpark that this
-		// park used up, to give back (as Sleep does). A wake-up that
-		// comes with one of theirs is theirs.
-		woken = woken || (!fired.Load() && !isDone(done))
+		// Not the timer's nor ctx's (see Sleep): give it back.
+		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
+			woken = true
+			continue
+		}
+		vt.parkKeep()
 	}
 	t.Stop()
 	stop()
@@ -915,9 +945,10 @@ func parkPinned(perr *pinning.Error) {
 		return
 	}
 	s.blocked.Add(1)
-	defer s.blocked.Add(-1)
 	s.startTemp() // if fewer run than are blocked, up to MaxCompensation
 	<-c.pinned
+	s.blocked.Add(-1)
+	s.wakeSurplusTemp()
 }
 
 // PinSite identifies where virtual threads were pinned: the reason and the
