@@ -264,9 +264,9 @@ func (c *Cont) park() (cancelled bool) {
 // body unwinds as if by runtime.Goexit, running its deferred calls, on an
 // internal goroutine (on the portable backend its body goroutine, switched
 // into; on the stack-copying one a fresh goroutine the frozen frames are
-// thawed onto), which then exits. Package continuation calls it from a cleanup when the handle of
-// a suspended continuation becomes unreachable. It does nothing unless c is
-// suspended.
+// thawed onto), which then exits. Package continuation calls it from a
+// cleanup when the handle of a suspended continuation becomes unreachable.
+// It does nothing unless c is suspended.
 func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
 		go func() {
