@@ -32,14 +32,15 @@ func (s *Scheduler) Now() time.Time {
 // clock is virtual) in a virtual thread of its own, started when the timer
 // fires, so that what f does (a select's choice, a park) is part of the
 // seeded interleaving: f may block there too, and a panic in f ends the
-// program as in real mode. If the scheduler has shut down when the timer
-// fires, a deterministic f does not run.
+// program as in real mode. That thread is one of the scheduler's: it runs
+// during a Shutdown or Close that has begun, which wait for it like any
+// other (where real mode's goroutine would be left running).
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 	if s.det == nil {
 		return time.AfterFunc(d, f)
 	}
 	return s.afterFunc(d, func() {
-		s.start("", s.ctx, nil, func(context.Context) error {
+		s.startFrom("", s.ctx, nil, func(context.Context) error {
 			defer func() {
 				if r := recover(); r != nil {
 					go panic(r) // as from time.AfterFunc's goroutine
@@ -47,7 +48,7 @@ func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 			}()
 			f()
 			return nil
-		})
+		}, true)
 	})
 }
 

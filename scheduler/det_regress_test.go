@@ -138,3 +138,94 @@ func TestDeterministicAfterFuncPanicEndsProgram(t *testing.T) {
 		t.Fatalf("child process: %v, want a crash with the panic\n%s", err, out)
 	}
 }
+
+// A thread that waits for an AfterFunc's f (a timeout built on the
+// scheduler's clock) while a draining Shutdown runs: f runs and the thread
+// ends, in real mode (time.AfterFunc's goroutine) and in deterministic
+// mode (its virtual thread starts although the scheduler is closing). A
+// first version of the deterministic AfterFunc dropped f then, and
+// Shutdown never drained (found by a review).
+func TestAfterFuncDuringDrainingShutdown(t *testing.T) {
+	for _, det := range []bool{false, true} {
+		t.Run(map[bool]string{false: "real", true: "det"}[det], func(t *testing.T) {
+			s, err := New(Options{Deterministic: det, Seed: 7, Carriers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := make(chan *VThread, 1)
+			var fired atomic.Bool
+			vt, _ := s.Go(func(ctx context.Context) error {
+				// Wait for the test to start Shutdown: no timer is
+				// pending, so the deterministic clock cannot run ahead.
+				me := Current()
+				gate <- me
+				for !s.closing.Load() {
+					Park()
+				}
+				s.AfterFunc(10*time.Millisecond, func() {
+					fired.Store(true)
+					me.Unpark()
+				})
+				for !fired.Load() {
+					Park()
+				}
+				return nil
+			})
+			me := <-gate
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- s.Shutdown(ctx) }()
+			for !s.closing.Load() {
+				time.Sleep(time.Millisecond)
+			}
+			me.Unpark()
+			if err := <-done; err != nil {
+				t.Errorf("Shutdown: %v (AfterFunc fired: %v, thread finished: %v)", err, fired.Load(), vt.finished())
+				// Let the thread end so that the carriers exit.
+				fired.Store(true)
+				me.Unpark()
+			}
+		})
+	}
+}
+
+// The same with Close, which also sets closing first.
+func TestAfterFuncDuringClose(t *testing.T) {
+	s, err := New(Options{Deterministic: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan *VThread, 1)
+	var fired atomic.Bool
+	s.Go(func(ctx context.Context) error {
+		me := Current()
+		gate <- me
+		for ctx.Err() == nil {
+			Park()
+		}
+		s.AfterFunc(10*time.Millisecond, func() {
+			fired.Store(true)
+			me.Unpark()
+		})
+		for !fired.Load() {
+			Park()
+		}
+		return nil
+	})
+	me := <-gate
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	for !s.closing.Load() || s.ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	me.Unpark()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Errorf("Close hung: AfterFunc fired: %v", fired.Load())
+		fired.Store(true)
+		me.Unpark()
+		<-done
+	}
+}

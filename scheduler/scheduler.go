@@ -315,6 +315,15 @@ func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*V
 }
 
 func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
+	return s.startFrom(name, parent, g, fn, false)
+}
+
+// startFrom is start; whileClosing starts fn even once Shutdown or Close
+// has begun (a deterministic AfterFunc's f, which real mode would run in
+// a goroutine then too, and a draining scheduler waits for): only the
+// carrier that fires the timer calls it so, which runs until the thread
+// it starts has finished.
+func (s *Scheduler) startFrom(name string, parent context.Context, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
 	if fn == nil {
 		panic("scheduler.Go: nil function")
 	}
@@ -323,7 +332,7 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 	// before it counts, either waits for this one or is seen.
 	sh := s.shard(c)
 	sh.started.Add(1)
-	if s.closing.Load() {
+	if s.closing.Load() && !whileClosing {
 		s.ended(sh)
 		return nil, ErrClosed
 	}
