@@ -449,7 +449,11 @@ func (c *carrier) sleep() {
 	if h := sleepHooks.beforeLook.Load(); h != nil {
 		(*h)(c)
 	}
-	if s.drained() || c.hasWork() || s.hasGlobal() {
+	// A compensation carrier also looks at whether it is one too many
+	// now: a pinned park that ended after its retireTemp said no and
+	// before it was on the idle list found it nowhere to wake
+	// (wakeSurplusTemp lowers blocked before it looks at the list).
+	if s.drained() || c.hasWork() || s.hasGlobal() || (c.temp && s.surplusTemp()) {
 		s.mu.Lock()
 		for i, o := range s.idle {
 			if o == c { // still idle: nobody is waking it
@@ -684,6 +688,14 @@ func (s *Scheduler) wakeSurplusTemp() {
 // because fewer carriers are blocked pinned than compensation carriers
 // run, and if so counts it out, in one step so that two idle ones cannot
 // both leave.
+// surplusTemp reports whether more compensation carriers run than
+// carriers are blocked pinned.
+func (s *Scheduler) surplusTemp() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.blocked.Load()) < s.temp
+}
+
 func (s *Scheduler) retireTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

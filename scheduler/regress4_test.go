@@ -101,3 +101,55 @@ func TestCompensationRetiresAfterPinnedParks(t *testing.T) {
 	}
 	t.Errorf("5 s after the last pinned park ended: temp=%d blocked=%d idle carriers=%d (compensation carriers did not retire)", temp, s.blocked.Load(), idle)
 }
+
+// A compensation carrier that has decided not to retire (retireTemp: the
+// block still lasts) but has not yet put itself on the idle list when the
+// pinned park ends: wakeSurplusTemp finds no idle compensation carrier to
+// wake, and sleep, which looked only for work once it was on the list, let
+// the surplus carrier sleep on (a locked OS thread, counted in s.temp),
+// as before the change. Now a compensation carrier on the idle list looks
+// once more whether it is one too many (surplusTemp). Found by a review.
+func TestCompensationRetiresAfterRaceWithIdle(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1, MaxCompensation: 1})
+	inHook := make(chan struct{}, 1)
+	release := make(chan struct{})
+	hook := func(c *carrier) {
+		if !c.temp {
+			return
+		}
+		select {
+		case inHook <- struct{}{}:
+			<-release // hold it between retireTemp and the idle list
+		default:
+		}
+	}
+	sleepHooks.beforeIdle.Store(&hook)
+	t.Cleanup(func() { sleepHooks.beforeIdle.Store(nil) })
+
+	p := goOrFatal(t, s, func(ctx context.Context) error {
+		pinning.Do(func() { Park() }) // blocks C0: a compensation carrier starts
+		return nil
+	})
+	<-inHook // the compensation carrier found nothing and did not retire
+	for s.blocked.Load() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Unpark() // the block ends: blocked 0, wakeSurplusTemp finds no idle temp
+	if err := joinWithin(t, p); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release) // now it goes idle with temp 1 > blocked 0
+	var temp int
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		temp = s.temp
+		s.mu.Unlock()
+		if temp == 0 {
+			return
+		}
+	}
+	s.mu.Lock()
+	t.Errorf("2 s after the pinned park ended: temp=%d blocked=%d idle=%d: the surplus compensation carrier sleeps on", s.temp, s.blocked.Load(), len(s.idle))
+	s.mu.Unlock()
+}
