@@ -662,6 +662,14 @@ func (s *Scheduler) startTemp() {
 	go c.loop()
 }
 
+// surplusTemp reports whether more compensation carriers run than
+// carriers are blocked pinned.
+func (s *Scheduler) surplusTemp() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.blocked.Load()) < s.temp
+}
+
 // wakeSurplusTemp wakes an idle compensation carrier, if more run than
 // carriers are blocked pinned, so that it looks again and retires: one
 // that went idle while the blocks lasted would otherwise sleep on.
@@ -688,14 +696,6 @@ func (s *Scheduler) wakeSurplusTemp() {
 // because fewer carriers are blocked pinned than compensation carriers
 // run, and if so counts it out, in one step so that two idle ones cannot
 // both leave.
-// surplusTemp reports whether more compensation carriers run than
-// carriers are blocked pinned.
-func (s *Scheduler) surplusTemp() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return int(s.blocked.Load()) < s.temp
-}
-
 func (s *Scheduler) retireTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -320,9 +320,12 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 
 // startFrom is start; whileClosing starts fn even once Shutdown or Close
 // has begun (a deterministic AfterFunc's f, which real mode would run in
-// a goroutine then too, and a draining scheduler waits for): only the
-// carrier that fires the timer calls it so, which runs until the thread
-// it starts has finished.
+// a goroutine then too, and a draining scheduler waits for). Only the
+// deterministic carrier that fires the timer calls it so, while it is
+// still looking for work: the new thread is live, so the scheduler has
+// not drained, and that carrier runs it. (A timer already due when the
+// last thread ends while closing fires at that carrier's next look: its
+// thread may then start after Shutdown has seen the scheduler drained.)
 func (s *Scheduler) startFrom(name string, parent context.Context, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
 	if fn == nil {
 		panic("scheduler.Go: nil function")
