@@ -121,7 +121,7 @@ func (c *carrier) loop() {
 				normal = true
 				return
 			}
-			if s.det != nil && s.det.advance(s) {
+			if s.det != nil && s.det.advance() {
 				continue
 			}
 			if s.det == nil && netpoll.Poll() {

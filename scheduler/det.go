@@ -116,7 +116,7 @@ func (d *detState) pop() *VThread {
 
 // advance moves the clock to the earliest pending timer and fires every
 // timer due then. It reports whether it fired any.
-func (d *detState) advance(s *Scheduler) bool { return d.fire(true) }
+func (d *detState) advance() bool { return d.fire(true) }
 
 // fireDue fires the timers already due at the clock's time (made with a
 // duration of zero or less) without moving the clock: the carrier calls it

@@ -813,14 +813,20 @@ func Sleep(d time.Duration) {
 		Yield()
 		return
 	}
-	s := vt.s
+	vt.sleepUntil(d, nil)
+}
+
+// sleepUntil parks vt until its timer for d has fired or done (a
+// context's Done channel, nil for none) is closed; whoever closes done
+// must wake vt with wakeTimer. Sleep and SleepContext share it.
+func (vt *VThread) sleepUntil(d time.Duration, done <-chan struct{}) {
 	var fired atomic.Bool
-	t := s.afterFunc(d, func() { vt.wakeTimer(&fired) })
+	t := vt.s.afterFunc(d, func() { vt.wakeTimer(&fired) })
 	woken := false
-	for !fired.Load() { // it fires once d has passed
-		// A permit here is not the timer's (it wakes by state, or sets
-		// the permit only while vt runs, after fired): take it and
-		// remember to give it back.
+	for !fired.Load() && !isDone(done) { // the timer fires once d has passed
+		// A permit here is neither the timer's nor done's (they wake
+		// by state, or set the permit only while vt runs, after their
+		// flag): take it and remember to give it back.
 		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 			woken = true
 			continue
@@ -829,7 +835,7 @@ func Sleep(d time.Duration) {
 	}
 	t.Stop()
 	if woken {
-		// Give it back, as Loom's sleep does: a Park after the Sleep
+		// Give it back, as Loom's sleep does: a Park after the sleep
 		// returns at once rather than missing that wake-up (Park may
 		// return spuriously, so a caller loses nothing if it was the
 		// timer's after all).
@@ -882,24 +888,9 @@ func SleepContext(ctx context.Context, d time.Duration) error {
 		}
 		return nil
 	}
-	s := vt.s
-	var fired atomic.Bool
-	t := s.afterFunc(d, func() { vt.wakeTimer(&fired) })
-	stop := s.watchContext(ctx, func() { vt.wakeTimer(nil) })
-	woken := false
-	for !fired.Load() && !isDone(done) {
-		// Not the timer's nor ctx's (see Sleep): give it back.
-		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
-			woken = true
-			continue
-		}
-		vt.parkKeep()
-	}
-	t.Stop()
+	stop := vt.s.watchContext(ctx, func() { vt.wakeTimer(nil) })
+	vt.sleepUntil(d, done)
 	stop()
-	if woken {
-		vt.permit.Store(true)
-	}
 	if isDone(done) {
 		return ctx.Err()
 	}
