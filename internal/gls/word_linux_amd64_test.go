@@ -4,12 +4,6 @@ package gls
 
 import (
 	"bytes"
-	"debug/buildinfo"
-	"debug/dwarf"
-	"debug/elf"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/trace"
 	"sync"
@@ -18,78 +12,16 @@ import (
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
+	"github.com/weftrt/weft/internal/rtdwarf"
 )
 
 // The word this build keeps records in must be runtime.g.racectx, an
-// 8-byte integer, as the runtime's own DWARF type information says. The
-// test binary has none (go test links without it), so the check builds a
-// small program with the toolchain that built the test, and reads its.
+// 8-byte integer, as the runtime's own DWARF type information says.
 func TestWordOffset(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skipf("reads DWARF from an ELF file: linux only, this is %s", runtime.GOOS)
-	}
-	// The go command of the toolchain that built this test: in GOROOT,
-	// which go test sets; else (a -trimpath build run by hand) on PATH,
-	// which must then be the same release.
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); runtime.GOROOT() == "" || err != nil {
-		if gocmd, err = exec.LookPath("go"); err != nil {
-			t.Skipf("needs the go command of %s, to build a program with DWARF: %v", runtime.Version(), err)
-		}
-	}
-	dir := t.TempDir()
-	src, exe := filepath.Join(dir, "main.go"), filepath.Join(dir, "prog")
-	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(gocmd, "build", "-ldflags=", "-o", exe, src)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=", "GO111MODULE=off", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	bi, err := buildinfo.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bi.GoVersion != runtime.Version() {
-		t.Skipf("needs the go command of %s; %s builds with %s", runtime.Version(), gocmd, bi.GoVersion)
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	d, err := f.DWARF()
-	if err != nil {
-		t.Fatalf("the program has no DWARF: %v", err)
-	}
-	r := d.Reader()
-	for {
-		e, err := r.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e == nil {
-			t.Fatal("no runtime.g in the program's DWARF")
-		}
-		if e.Tag != dwarf.TagStructType || e.Val(dwarf.AttrName) != "runtime.g" {
-			continue
-		}
-		typ, err := d.Type(e.Offset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fl := range typ.(*dwarf.StructType).Field {
-			if fl.Name != "racectx" {
-				continue
-			}
-			if fl.ByteOffset != wordOffset || fl.Type.Size() != 8 {
-				t.Fatalf("runtime.g.racectx is %d bytes at offset %d; gls uses 8 bytes at %d", fl.Type.Size(), fl.ByteOffset, wordOffset)
-			}
-			return
-		}
-		t.Fatal("runtime.g has no racectx field")
+	g := rtdwarf.Struct(t, rtdwarf.Runtime(t), "runtime.g")
+	fl := rtdwarf.Field(t, g, "racectx")
+	if fl.ByteOffset != wordOffset || fl.Type.Size() != 8 {
+		t.Fatalf("runtime.g.racectx is %d bytes at offset %d; gls uses 8 bytes at %d", fl.Type.Size(), fl.ByteOffset, wordOffset)
 	}
 }
 
