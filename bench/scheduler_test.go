@@ -514,8 +514,8 @@ const parkedMemoryGoal = 690
 
 // TestParkedMemoryGoal holds a parked virtual thread (BenchmarkParkedMemory's:
 // one carrier, parked at memDepth) to parkedMemoryGoal bytes on the
-// stack-copying backend. It is met by a few bytes (685-687 B with Go 1.26,
-// 677-679 B with Go 1.25), so a field added to VThread or the engine
+// stack-copying backend. It is met by a few bytes (685-687 B with Go 1.26
+// and 1.27, 677-679 B with Go 1.25), so a field added to VThread or the engine
 // record that crosses a size class, or a frame array that does, fails it.
 // Memory, unlike time, measures the same from run to run within a byte or
 // two (span tails); the smallest of three measurements is compared. It

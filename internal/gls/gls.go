@@ -9,7 +9,7 @@
 // Run for as long as the continuation is mounted and then restores what was
 // there before.
 //
-// Where it can (linux/amd64 builds of Go 1.25 and 1.26 without -race), a
+// Where it can (linux/amd64 builds of Go 1.25 to 1.27 without -race), a
 // goroutine's record is kept in a word of the goroutine's own runtime.g
 // that such builds leave unused (word_linux_amd64.go says which, and the
 // rules its writers keep): finding it is a load from the g, where the

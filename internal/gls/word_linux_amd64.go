@@ -1,4 +1,4 @@
-//go:build linux && amd64 && !race && go1.25 && !go1.27
+//go:build linux && amd64 && !race && go1.25 && !go1.28
 
 package gls
 

@@ -1,4 +1,4 @@
-//go:build go1.25 && !go1.27 && !wasm && !amd64
+//go:build go1.25 && !go1.28 && !wasm && !amd64
 
 package rt
 

@@ -1,4 +1,4 @@
-//go:build go1.25 && !go1.27 && !wasm
+//go:build go1.25 && !go1.28 && !wasm
 
 package rt
 
@@ -8,8 +8,8 @@ import (
 	"github.com/weftrt/weft/arch"
 )
 
-// G mirrors the prefix of runtime.g that weft reads, identical in Go 1.25
-// and 1.26: the goroutine's stack bounds and its innermost panic and defer
+// G mirrors the prefix of runtime.g that weft reads, identical in Go 1.25,
+// 1.26 and 1.27: the goroutine's stack bounds and its innermost panic and defer
 // records. Freeze keeps positions as offsets from StackHi, because the
 // stack moves when it grows, and pins a region that a panic or defer record
 // points into.
@@ -24,7 +24,7 @@ type G struct {
 // CurG returns the calling goroutine's g.
 func CurG() *G { return (*G)(arch.GPointer()) }
 
-// deferRecord mirrors runtime._defer (identical in Go 1.25 and 1.26).
+// deferRecord mirrors runtime._defer (identical in Go 1.25, 1.26 and 1.27).
 type deferRecord struct {
 	heap      bool
 	rangefunc bool

@@ -1,11 +1,11 @@
-//go:build go1.25 && !go1.27 && !wasm
+//go:build go1.25 && !go1.28 && !wasm
 
 package rt
 
 import "unsafe"
 
 // inlinedCall mirrors runtime.inlinedCall (runtime/symtabinl.go), identical
-// in Go 1.25 and 1.26: one node of a function's inline tree.
+// in Go 1.25, 1.26 and 1.27: one node of a function's inline tree.
 type inlinedCall struct {
 	funcID    uint8
 	_         [3]byte

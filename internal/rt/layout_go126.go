@@ -2,10 +2,19 @@
 
 package rt
 
+import "unsafe"
+
 // moduledata mirrors the prefix of runtime.moduledata in Go 1.26, up to
 // textsectmap: Go 1.26 added epclntab after gofunc.
 type moduledata struct {
 	moduledataPrefix
-	epclntab    uintptr
-	textsectmap []textsect
+	types, etypes uintptr
+	rodata        unsafe.Pointer // (a uintptr in the runtime; static data)
+	gofunc        unsafe.Pointer // go:func.* (a uintptr in the runtime; static data)
+	epclntab      uintptr
+	textsectmap   []textsect
 }
+
+// genericMethods: the release has no generic methods, so the runtime
+// prints every symbol name with one elided list of type arguments.
+const genericMethods = false

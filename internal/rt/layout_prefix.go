@@ -1,4 +1,4 @@
-//go:build go1.25 && !go1.27 && !wasm
+//go:build go1.25 && !go1.28 && !wasm
 
 package rt
 
@@ -9,8 +9,9 @@ import "unsafe"
 const Supported = true
 
 // moduledataPrefix mirrors runtime.moduledata (runtime/symtab.go) from its
-// start up to gofunc, identical in Go 1.25 and 1.26. Embedded first in
-// moduledata, it keeps the same layout as these fields written inline.
+// start up to gcbss, identical in Go 1.25, 1.26 and 1.27. Embedded first
+// in each release's moduledata, it keeps the same layout as these fields
+// written inline.
 type moduledataPrefix struct {
 	pcHeader     unsafe.Pointer
 	funcnametab  []byte
@@ -29,7 +30,4 @@ type moduledataPrefix struct {
 	noptrbss, enoptrbss   uintptr
 	covctrs, ecovctrs     uintptr
 	end, gcdata, gcbss    uintptr
-	types, etypes         uintptr
-	rodata                unsafe.Pointer // (a uintptr in the runtime; static data)
-	gofunc                unsafe.Pointer // go:func.* (a uintptr in the runtime; static data)
 }

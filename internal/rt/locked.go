@@ -1,4 +1,4 @@
-//go:build go1.25 && !go1.27 && !wasm
+//go:build go1.25 && !go1.28 && !wasm
 
 package rt
 
@@ -26,7 +26,7 @@ func Locked() (locked, ok bool) {
 const gMOffset = unsafe.Sizeof(G{})
 
 // gScanBytes bounds the search to runtime.g itself, 440 bytes in Go 1.25
-// and 456 in 1.26 (lockedm is at byte 208 in both): reading past the
+// and 456 in 1.26 and 1.27 (lockedm is at byte 208 in all three): reading past the
 // object would read another allocation's memory, which checkptr rightly
 // rejects.
 const gScanBytes = 440 - gMOffset
@@ -129,8 +129,9 @@ func lockCountOf(g unsafe.Pointer) uint32 {
 	}
 }
 
-// mScanBytes bounds the search in runtime.m, 1,816 bytes in Go 1.25 and
-// 1,824 in 1.26, with lockedExt at byte 624 and 648.
+// mScanBytes bounds the search in runtime.m, 1,816 bytes in Go 1.25,
+// 1,824 in 1.26 and 1,832 in 1.27, with lockedExt at byte 624, 648 and
+// 648 (TestMirrorsMatchDWARF checks both bounds).
 const mScanBytes = 1024
 
 // lockedExtOffset finds runtime.m.lockedExt on a fresh goroutine locked

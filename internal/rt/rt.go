@@ -8,7 +8,7 @@
 // (it is on the runtime's list of symbols that widely used packages link
 // to), and the rest is decoded here from mirrors of runtime._func and
 // runtime.moduledata, exactly as runtime/symtab.go decodes them. The
-// mirrors are written for Go 1.25 and 1.26; on any other release, and on
+// mirrors are written for Go 1.25, 1.26 and 1.27; on any other release, and on
 // wasm (whose PCs are not addresses), the package reports itself
 // unsupported, links to nothing, and its lookups find nothing. Verify checks, at run time, that the
 // mirrors agree with the runtime's own answers.
@@ -49,8 +49,8 @@ type Func struct {
 	datap *moduledata
 }
 
-// _func mirrors runtime._func (runtime/runtime2.go), identical in Go 1.25
-// and 1.26. It lives in read-only static data.
+// _func mirrors runtime._func (runtime/runtime2.go), identical in Go 1.25,
+// 1.26 and 1.27. It lives in read-only static data.
 type _func struct {
 	entryOff    uint32 // start pc, as offset from moduledata.text
 	nameOff     int32  // function name, as index into moduledata.funcnametab

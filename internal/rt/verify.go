@@ -10,11 +10,12 @@ import (
 )
 
 // FuncIDGoexit is the runtime's FuncID of runtime.goexit
-// (internal/abi.FuncID_goexit), the same in Go 1.25 and 1.26.
+// (internal/abi.FuncID_goexit), the same in Go 1.25, 1.26 and 1.27.
 const FuncIDGoexit = 8
 
 // FuncIDWrapper is the runtime's FuncID of compiler-generated wrappers
-// (internal/abi.FuncIDWrapper), the same in Go 1.25 and 1.26.
+// (internal/abi.FuncIDWrapper), the same in Go 1.25, 1.26 and
+// 1.27.
 const FuncIDWrapper = 23
 
 // Verify checks that the mirrors describe the running program's runtime.
@@ -25,7 +26,7 @@ const FuncIDWrapper = 23
 // error saying which fact did not hold.
 func Verify() error {
 	if !Supported {
-		return fmt.Errorf("weft/internal/rt: %s on %s: runtime layout not mirrored (known: go1.25 and go1.26, not on wasm)", runtime.Version(), runtime.GOARCH)
+		return fmt.Errorf("weft/internal/rt: %s on %s: runtime layout not mirrored (known: go1.25, go1.26 and go1.27, not on wasm)", runtime.Version(), runtime.GOARCH)
 	}
 	var pcs [8]uintptr
 	n := runtime.Callers(0, pcs[:]) // runtime.Callers, Verify, and its callers
@@ -166,7 +167,7 @@ func checkPC(pc uintptr) error {
 	case len(f.datap.textsectmap) > 1:
 		return errors.New("weft/internal/rt: the module has several text sections, which weft does not handle")
 	case len(f.datap.textsectmap) == 1 && f.datap.textsectmap[0].baseaddr != f.datap.text:
-		// textsectmap follows gofunc (Go 1.25) or epclntab (Go 1.26): a
+		// textsectmap follows gofunc (Go 1.25) or epclntab (1.26, 1.27): a
 		// wrong mirror reads it from the wrong place.
 		return fmt.Errorf("weft/internal/rt: the text section starts at %#x, the module's text at %#x", f.datap.textsectmap[0].baseaddr, f.datap.text)
 	case pc < f.datap.minpc || pc >= f.datap.maxpc || f.Entry() < f.datap.text || f.Entry() >= f.datap.etext:
@@ -192,8 +193,9 @@ func checkName(f Func, pc uintptr, runtimeName string) error {
 }
 
 // nameForPrint is the name runtime.Func.Name reports for a symbol name: the
-// type arguments of a generic function are elided as "[...]"
-// (runtime.funcNamePiecesForPrint).
+// type arguments of a generic function are elided as "[...]", and from Go
+// 1.27, which has generic methods, those of a generic method of a generic
+// type too ("T[...].M[...]"), as runtime.funcNamePiecesForPrint does.
 func nameForPrint(name string) string {
 	i := strings.IndexByte(name, '[')
 	if i < 0 {
@@ -203,5 +205,38 @@ func nameForPrint(name string) string {
 	if j <= i {
 		return name
 	}
-	return name[:i] + "[...]" + name[j+1:]
+	interior := name[i+1 : j]
+	if !genericMethods || strings.IndexByte(interior, '[') < 0 {
+		return name[:i] + "[...]" + name[j+1:]
+	}
+	// The interior is "A]B[C" for the type's arguments A, the method's
+	// name B and its arguments C, if a "]" closes the first "[" at depth
+	// zero and a "[" opens again right after; else a single list whose
+	// brackets balance ("[]int"). Anything else is malformed, and printed
+	// whole.
+	depth, rbr, lbr := 1, -1, -1
+	for k, c := range interior {
+		if c == '[' {
+			depth++
+			if depth == 1 {
+				lbr = k
+				break
+			}
+		} else if c == ']' {
+			depth--
+			if depth < 0 {
+				break
+			}
+			if depth == 0 {
+				rbr = k
+			}
+		}
+	}
+	switch {
+	case depth == 1 && rbr >= 0 && lbr > rbr:
+		return name[:i] + "[...]" + interior[rbr+1:lbr] + "[...]" + name[j+1:]
+	case depth == 1 && rbr < 0 && lbr < 0:
+		return name[:i] + "[...]" + name[j+1:]
+	}
+	return name
 }
