@@ -23,6 +23,10 @@ import (
 //     frames are built at run time: ReflectFrame.
 //   - Other assembly, and functions that write SP: AssemblyFrame.
 //   - Other runtime functions (runtime.*, internal/runtime/*): RuntimeFrame.
+//     So are those of runtime/secret (GOEXPERIMENT=runtimesecret), whose
+//     secret mode belongs to the goroutine: Do counts it in the g and, as
+//     it returns, erases that goroutine's stack, which frozen frames would
+//     have left for the heap, or another goroutine.
 //
 // Where weft cannot read the runtime's metadata (an unsupported Go release,
 // or wasm) every frame is UnknownFrame.
@@ -56,7 +60,8 @@ func funcReason(name string, flag uint8, args int32) (Reason, bool) {
 		return ReflectFrame, true
 	case flag&(rt.FlagAsm|rt.FlagSPWrite) != 0:
 		return AssemblyFrame, true
-	case strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/"):
+	case strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/") ||
+		strings.HasPrefix(name, "runtime/secret."):
 		return RuntimeFrame, true
 	}
 	return 0, false

@@ -1,0 +1,30 @@
+package pinning
+
+import "testing"
+
+// funcReason by name, for functions a test binary may not contain:
+// runtime/secret exists only with GOEXPERIMENT=runtimesecret (the
+// continuation package's TestPinSecretMode runs it there).
+func TestFuncReasonByName(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		reason Reason
+		pinned bool
+	}{
+		{"runtime/secret.Do", RuntimeFrame, true},
+		{"runtime/secret.doHelper", RuntimeFrame, true},
+		{"runtime/secret.Do.func1", RuntimeFrame, true},
+		{"runtime.gopanic", RuntimeFrame, true},
+		{"internal/runtime/maps.(*Map).Get", RuntimeFrame, true},
+		{"runtime.cgocallbackg1", NativeFrame, true},
+		{"runtime.call64", ReflectFrame, true},
+		{"runtime/pprof.Do", 0, false}, // ordinary library code
+		{"runtime/trace.WithRegion", 0, false},
+		{"runtimex.F", 0, false},
+		{"main.main", 0, false},
+	} {
+		if r, pinned := funcReason(c.name, 0, 0); r != c.reason || pinned != c.pinned {
+			t.Errorf("funcReason(%q) = %v, %v; want %v, %v", c.name, r, pinned, c.reason, c.pinned)
+		}
+	}
+}
