@@ -10,8 +10,9 @@ import (
 // Go 1.27 has generic methods. The runtime prints a generic method of a
 // generic type with both lists of type arguments elided, and Verify, which
 // compares names with the runtime's for every function on its caller's
-// stack, must agree, or a first use of weft from such a method would turn
-// the stack-copying backend down.
+// stack, must agree. (weft calls Verify from its package's init, where no
+// user code is on the stack; TestEveryFunctionMatchesRuntime checks every
+// function of the test binary, these included.)
 type pair[A any] struct{ a A }
 
 //go:noinline
