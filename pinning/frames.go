@@ -23,10 +23,14 @@ import (
 //     frames are built at run time: ReflectFrame.
 //   - Other assembly, and functions that write SP: AssemblyFrame.
 //   - Other runtime functions (runtime.*, internal/runtime/*): RuntimeFrame.
-//     So are those of runtime/secret (GOEXPERIMENT=runtimesecret), whose
-//     secret mode belongs to the goroutine: Do counts it in the g and, as
-//     it returns, erases that goroutine's stack, which frozen frames would
-//     have left for the heap, or another goroutine.
+//     So are two functions of the standard library that put the calling
+//     goroutine in a mode, in its g, for the length of a call, which
+//     frozen frames would carry off and leave the goroutine in:
+//     runtime/secret.Do (GOEXPERIMENT=runtimesecret; it counts secret mode
+//     in the g and, as it returns, erases that goroutine's stack, which
+//     the frames would have left for the heap) and
+//     crypto/fips140.WithoutEnforcement (under GODEBUG=fips140=only it
+//     exempts the goroutine from enforcement until it returns).
 //
 // Where weft cannot read the runtime's metadata (an unsupported Go release,
 // or wasm) every frame is UnknownFrame.
@@ -61,7 +65,7 @@ func funcReason(name string, flag uint8, args int32) (Reason, bool) {
 	case flag&(rt.FlagAsm|rt.FlagSPWrite) != 0:
 		return AssemblyFrame, true
 	case strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/") ||
-		strings.HasPrefix(name, "runtime/secret."):
+		strings.HasPrefix(name, "runtime/secret.") || name == "crypto/fips140.WithoutEnforcement":
 		return RuntimeFrame, true
 	}
 	return 0, false

@@ -4,7 +4,8 @@ import "testing"
 
 // funcReason by name, for functions a test binary may not contain:
 // runtime/secret exists only with GOEXPERIMENT=runtimesecret (the
-// continuation package's TestPinSecretMode runs it there).
+// continuation package's TestPinSecretMode runs it there), and
+// crypto/fips140.WithoutEnforcement from Go 1.26 (TestPinFIPSBypass).
 func TestFuncReasonByName(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -14,6 +15,8 @@ func TestFuncReasonByName(t *testing.T) {
 		{"runtime/secret.Do", RuntimeFrame, true},
 		{"runtime/secret.doHelper", RuntimeFrame, true},
 		{"runtime/secret.Do.func1", RuntimeFrame, true},
+		{"crypto/fips140.WithoutEnforcement", RuntimeFrame, true},
+		{"crypto/fips140.Enforced", 0, false},
 		{"runtime.gopanic", RuntimeFrame, true},
 		{"internal/runtime/maps.(*Map).Get", RuntimeFrame, true},
 		{"runtime.cgocallbackg1", NativeFrame, true},

@@ -36,8 +36,9 @@ const (
 	// between the yield point and the continuation's entry.
 	NativeFrame
 	// RuntimeFrame: a Go runtime frame lies in the region (for example a
-	// yield from inside a finalizer or a runtime callback, or from inside
-	// runtime/secret.Do, whose secret mode belongs to the goroutine).
+	// yield from inside a finalizer or a runtime callback), or a call that
+	// keeps a mode in the goroutine until it returns: runtime/secret.Do,
+	// crypto/fips140.WithoutEnforcement.
 	RuntimeFrame
 	// AssemblyFrame: a frame without stack maps (hand-written assembly)
 	// lies in the region, so its pointers cannot be found.
