@@ -30,7 +30,10 @@ import (
 //     in the g and, as it returns, erases that goroutine's stack, which
 //     the frames would have left for the heap) and
 //     crypto/fips140.WithoutEnforcement (under GODEBUG=fips140=only it
-//     exempts the goroutine from enforcement until it returns).
+//     exempts the goroutine from enforcement until it returns). (A third,
+//     crypto/subtle.WithDataIndependentTiming, keeps a mode only on arm64
+//     with DIT, where the stack-copying backend does not run; on amd64 it
+//     just calls f. A port to arm64 must pin it.)
 //
 // Where weft cannot read the runtime's metadata (an unsupported Go release,
 // or wasm) every frame is UnknownFrame.
