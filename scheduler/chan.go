@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"iter"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -318,6 +319,30 @@ func (c *Chan[T]) sendLocked(v T) bool {
 		return true
 	}
 	return false
+}
+
+// All returns an iterator over the values received from c until it is
+// closed and drained, as a for range loop over a Go channel receives:
+//
+//	for v := range ch.All() {
+//		...
+//	}
+//
+// Each step is a Recv: a virtual thread parks while it waits, a goroutine
+// blocks. A loop that stops early leaves the values it did not take in c.
+// (A defer statement in the loop's body gives the enclosing function a
+// heap defer record, which pins a virtual thread's stack: its waits then
+// block the carrier, as any pinned park does. Put the body in a function
+// of its own to defer there.)
+func (c *Chan[T]) All() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for {
+			v, ok := c.Recv()
+			if !ok || !yield(v) {
+				return
+			}
+		}
+	}
 }
 
 // Recv receives a value, waiting until there is one. ok is false if the

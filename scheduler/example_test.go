@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weftrt/weft/scheduler"
@@ -75,6 +76,30 @@ func ExampleChan() {
 	}
 	fmt.Println()
 	// Output: 1 4 9 16 25
+}
+
+// All ranges over a channel's values until it is closed, in a virtual
+// thread (which parks while it waits) or a goroutine (which blocks).
+func ExampleChan_All() {
+	s, err := scheduler.New(scheduler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	words := scheduler.NewChan[string](0)
+	s.Go(func(context.Context) error {
+		for _, w := range strings.Fields("virtual threads range too") {
+			words.Send(w)
+		}
+		words.Close()
+		return nil
+	})
+	for w := range words.All() {
+		fmt.Print(strings.ToUpper(w), " ")
+	}
+	fmt.Println()
+	// Output: VIRTUAL THREADS RANGE TOO
 }
 
 // Select waits on several channels, with send and receive cases, and
