@@ -34,7 +34,10 @@ func (s *Scheduler) Now() time.Time {
 // seeded interleaving: f may block there too, and a panic in f ends the
 // program as in real mode. That thread is one of the scheduler's: it runs
 // during a Shutdown or Close that has begun, which wait for it like any
-// other (where real mode's goroutine would be left running).
+// other (where real mode's goroutine would be left running). Shutdown does
+// not wait for a timer that has not fired: a real one fires later; a
+// deterministic one still pending when the last virtual thread ends
+// during the Shutdown never fires, as virtual time stops there.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 	if s.det == nil {
 		return time.AfterFunc(d, f)

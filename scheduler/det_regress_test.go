@@ -229,3 +229,55 @@ func TestAfterFuncDuringClose(t *testing.T) {
 		<-done
 	}
 }
+
+// What api.md says of timers at Shutdown: neither mode waits for one that
+// has not fired. A deterministic timer still pending when the last virtual
+// thread ends during a Shutdown is dropped (virtual time stops there).
+// Without a Shutdown, the clock jumps to a pending timer once nothing can
+// run, as ever.
+func TestDeterministicTimerPendingAtShutdown(t *testing.T) {
+	s, err := New(Options{Deterministic: true, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var early, late atomic.Bool
+	release := make(chan struct{})
+	vt, _ := s.Go(func(context.Context) error {
+		s.AfterFunc(time.Second, func() { early.Store(true) })
+		s.AfterFunc(time.Hour, func() { late.Store(true) })
+		Sleep(2 * time.Second)
+		<-release // blocks the carrier until Shutdown has begun
+		return nil
+	})
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	for !s.closing.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	if !early.Load() || late.Load() {
+		t.Fatalf("the 1s timer fired: %v (want true); the 1h one, pending at Shutdown: %v (want false)", early.Load(), late.Load())
+	}
+
+	s2 := newTest(t, Options{Deterministic: true, Seed: 3})
+	done := make(chan struct{})
+	s2.AfterFunc(time.Hour, func() { close(done) })
+	select {
+	case <-done: // nothing was runnable: the clock jumped an hour
+	case <-time.After(10 * time.Second):
+		t.Fatal("a timer pending while the scheduler idles never fired")
+	}
+	if got := s2.Now().Sub(epoch); got != time.Hour {
+		t.Errorf("the clock is at %v, want 1h", got)
+	}
+}
