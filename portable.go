@@ -275,6 +275,14 @@ func (c *Cont) Abandon() {
 				c.scCancel()
 				return
 			}
+			// No Run mounts it: its body unwinds inside nothing, as on
+			// scCancel's fresh goroutine. Left unresolved, its parent
+			// would be read from the goroutine that last ran it
+			// (Cont.parent), and the deferred calls would see that
+			// goroutine's continuations, running elsewhere, as their
+			// own: scheduler.Current would name a virtual thread that
+			// another carrier is running.
+			c.parentC, c.parentResolved = nil, true
 			c.cancel()
 		}()
 	}
