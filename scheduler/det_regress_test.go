@@ -152,26 +152,9 @@ func TestAfterFuncDuringDrainingShutdown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := make(chan *VThread, 1)
-			var fired atomic.Bool
-			vt, _ := s.Go(func(ctx context.Context) error {
-				// Wait for the test to start Shutdown: no timer is
-				// pending, so the deterministic clock cannot run ahead.
-				me := Current()
-				gate <- me
-				for !s.closing.Load() {
-					Park()
-				}
-				s.AfterFunc(10*time.Millisecond, func() {
-					fired.Store(true)
-					me.Unpark()
-				})
-				for !fired.Load() {
-					Park()
-				}
-				return nil
-			})
-			me := <-gate
+			// Wait for the test to start Shutdown: no timer is pending,
+			// so the deterministic clock cannot run ahead.
+			me, vt, fired := goAfterFuncOnce(s, func(context.Context) bool { return s.closing.Load() })
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
@@ -190,18 +173,17 @@ func TestAfterFuncDuringDrainingShutdown(t *testing.T) {
 	}
 }
 
-// The same with Close, which also sets closing first.
-func TestAfterFuncDuringClose(t *testing.T) {
-	s, err := New(Options{Deterministic: true, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
+// goAfterFuncOnce starts a thread of s that parks until ready holds (each
+// Unpark makes it look), then arms an AfterFunc of 10ms that sets fired
+// and unparks it, and parks until fired: a thread waiting on a timeout
+// built on the scheduler's clock. It returns once the thread has started.
+func goAfterFuncOnce(s *Scheduler, ready func(ctx context.Context) bool) (me, vt *VThread, fired *atomic.Bool) {
 	gate := make(chan *VThread, 1)
-	var fired atomic.Bool
-	s.Go(func(ctx context.Context) error {
+	fired = new(atomic.Bool)
+	vt, _ = s.Go(func(ctx context.Context) error {
 		me := Current()
 		gate <- me
-		for ctx.Err() == nil {
+		for !ready(ctx) {
 			Park()
 		}
 		s.AfterFunc(10*time.Millisecond, func() {
@@ -213,7 +195,16 @@ func TestAfterFuncDuringClose(t *testing.T) {
 		}
 		return nil
 	})
-	me := <-gate
+	return <-gate, vt, fired
+}
+
+// The same with Close, which also sets closing first.
+func TestAfterFuncDuringClose(t *testing.T) {
+	s, err := New(Options{Deterministic: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, _, fired := goAfterFuncOnce(s, func(ctx context.Context) bool { return ctx.Err() != nil })
 	done := make(chan error, 1)
 	go func() { done <- s.Close() }()
 	for !s.closing.Load() || s.ctx.Err() == nil {
