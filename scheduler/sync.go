@@ -142,6 +142,7 @@ const (
 	mutexLocked   int32 = 1 << iota // held, or being handed to a waiter
 	mutexWaiters                    // the wait queue is not empty
 	mutexStarving                   // handoff mode: Unlock passes the lock to the first waiter
+	mutexHanded                     // handed to a waiter that has not woken to take it yet
 )
 
 // starvationThreshold is how long a waiter may wait before a Mutex goes
@@ -230,16 +231,22 @@ func (m *Mutex) lockSlow() {
 		m.mu.Unlock()
 		w.wait()
 		if w.ok {
-			// Handed over in handoff mode. A waiter that had not waited
-			// long ends the mode, as sync.Mutex does: under steady
-			// contention every Unlock would otherwise be a hand-off, a
-			// park and an unpark, where barging keeps the lock busy.
+			// Handed over in handoff mode: the lock is ours now, and
+			// an Unlock from here on is ours to make. A waiter that
+			// had not waited long ends the mode, as sync.Mutex does:
+			// under steady contention every Unlock would otherwise be
+			// a hand-off, a park and an unpark, where barging keeps
+			// the lock busy.
 			if clockNow(w).Sub(start) < starvationThreshold && (w.vt == nil || w.vt.s.det == nil) {
 				m.mu.Lock()
-				// The locked bit is ours; the others change only
-				// under m.mu.
-				m.state.Store(m.state.Load() &^ mutexStarving)
+				// The locked and handed bits are ours; the others
+				// change only under m.mu.
+				m.state.Store(m.state.Load() &^ (mutexStarving | mutexHanded))
 				m.mu.Unlock()
+			} else {
+				// Without m.mu: a waiter's compare-and-swap under it
+				// fails and looks again.
+				m.state.And(^mutexHanded)
 			}
 			return
 		}
@@ -262,7 +269,10 @@ func (m *Mutex) TryLock() bool {
 }
 
 // Unlock unlocks m, waking a waiter if there is one. It panics if m is not
-// locked.
+// locked. As with sync.Mutex, an Unlock more than a Lock is caught if m is
+// free, or handed to a waiter that has not taken it yet (handoff mode); one
+// that comes after another virtual thread or goroutine has taken the lock
+// unlocks that one's lock.
 func (m *Mutex) Unlock() {
 	if m.state.CompareAndSwap(mutexLocked, 0) {
 		return
@@ -275,7 +285,8 @@ func (m *Mutex) unlockSlow() {
 	// Nothing else changes the state now: the locked bit is ours, and the
 	// other bits change only under m.mu.
 	s := m.state.Load()
-	if s&mutexLocked == 0 {
+	if s&mutexLocked == 0 || s&mutexHanded != 0 {
+		// Free, or handed to a waiter: its Unlock comes after it wakes.
 		m.mu.Unlock()
 		panic("scheduler: Unlock of unlocked Mutex")
 	}
@@ -284,11 +295,12 @@ func (m *Mutex) unlockSlow() {
 	case w == nil:
 		m.state.Store(0)
 	case s&mutexStarving != 0:
-		// Handoff: the lock stays locked, now on w's behalf.
+		// Handoff: the lock stays locked, now on w's behalf, and w
+		// clears mutexHanded once it has woken to take it.
 		if m.q.empty() {
-			m.state.Store(mutexLocked)
+			m.state.Store(mutexLocked | mutexHanded)
 		} else {
-			m.state.Store(mutexLocked | mutexWaiters | mutexStarving)
+			m.state.Store(mutexLocked | mutexHanded | mutexWaiters | mutexStarving)
 		}
 		w.ok = true
 	default:
@@ -324,6 +336,9 @@ type RWMutex struct {
 	readers int  // readers holding the lock
 	writer  bool // a writer holds the lock
 	rq, wq  waitList
+	// handed says the write lock was handed to a waiting writer that
+	// has not woken to take it yet; that writer clears it.
+	handed atomic.Bool
 }
 
 // RLock locks rw for reading. It waits while a writer holds the lock or is
@@ -365,6 +380,7 @@ func (rw *RWMutex) RUnlock() {
 	if rw.readers == 0 {
 		if w = rw.wq.popFront(); w != nil {
 			rw.writer = true
+			rw.handed.Store(true)
 		}
 	}
 	rw.mu.Unlock()
@@ -385,6 +401,7 @@ func (rw *RWMutex) Lock() {
 	rw.wq.pushBack(w)
 	rw.mu.Unlock()
 	w.wait() // woken holding the write lock
+	rw.handed.Store(false)
 }
 
 // TryLock locks rw for writing if it is free, and reports whether it did.
@@ -400,10 +417,13 @@ func (rw *RWMutex) TryLock() bool {
 
 // Unlock unlocks rw for writing. The readers that queued while it was
 // held get the lock next, or else the next waiting writer. It panics if rw
-// is not locked for writing.
+// is not locked for writing, or if its write lock has been handed to a
+// waiting writer that has not taken it yet (an Unlock more than a Lock;
+// one that comes after that writer has woken unlocks its lock, as with
+// sync.RWMutex).
 func (rw *RWMutex) Unlock() {
 	rw.mu.Lock()
-	if !rw.writer {
+	if !rw.writer || rw.handed.Load() {
 		rw.mu.Unlock()
 		panic("scheduler: Unlock of unlocked RWMutex")
 	}
@@ -416,6 +436,7 @@ func (rw *RWMutex) Unlock() {
 		}
 	} else if writer = rw.wq.popFront(); writer != nil {
 		rw.writer = true
+		rw.handed.Store(true)
 	}
 	rw.mu.Unlock()
 	wakeChain(readers)
