@@ -17,6 +17,18 @@ import (
 // depth first and a woken partner hot), and other carriers steal from the
 // head. (A Join that takes a thread from the middle, unqueue, moves the
 // tail into its place, so the order is mostly, not strictly, that.)
+//
+// A virtual thread that the carrier queues when nothing else is queued on
+// it goes into runnext instead, a slot it fills and empties without the
+// lock, as the Go runtime's Ps have: a spawn that is joined, or the
+// partner woken by a hand-off, goes in and out of it without the lock.
+// The slot holds a thread only while the queue is empty (the carrier
+// moves that thread to the queue, under the lock, before it queues
+// another), so it is the whole queue, and the order is the queue's. Its
+// state, rn, says what is queued, and is the one thing read without the
+// lock; the thread's ID in it says which thread runnext holds, so that
+// taking it is one compare-and-swap of a word, without the runtime call
+// and write barrier of an atomic pointer's.
 type carrier struct {
 	s    *Scheduler
 	id   int
@@ -26,6 +38,23 @@ type carrier struct {
 	mu    sync.Mutex
 	queue []*VThread
 	head  int
+	// rn says what is queued on c: rnNone, nothing; rnQueue, something in
+	// queue, and nothing in runnext; another value, the thread of that ID
+	// in runnext, and nothing in queue; rnTaking, runnext's thread being
+	// taken by a thief, which holds mu. Only c's goroutine moves it from
+	// rnNone (only c queues on c); it moves to rnQueue and from it only
+	// under mu; and from an ID to rnNone by c's goroutine (taking the
+	// thread, without mu) or to rnTaking by a thief (under mu), by a
+	// compare-and-swap, which the ID makes safe (IDs are never reused),
+	// or to rnQueue by c's goroutine under mu (moveRunnext). Under mu it
+	// is never rnTaking, and says what queue holds.
+	rn atomic.Uint64
+	// runnext is the thread whose ID rn holds, nil otherwise. Whoever
+	// moves rn from that ID owns it, to read and clear: c's goroutine,
+	// which alone writes it otherwise (in rnNone, before it stores the
+	// ID; under mu when it moves the thread to queue), or a thief until
+	// it stores rnNone.
+	runnext *VThread
 
 	wake chan struct{}
 	// pinned is where a virtual thread blocked pinned on this carrier
@@ -170,6 +199,11 @@ func (c *carrier) run(vt *VThread) {
 // hand-off, or a spawn that is joined); the carrier owes that wake-up,
 // and the monitor pays it if c has not taken work within a tick. A
 // virtual thread queued behind another wakes an idle carrier at once.
+//
+// With nothing queued, vt goes into runnext without the lock: rn stays
+// rnNone until c's store of vt's ID. That store comes before the load of
+// nidle, and a carrier going idle raises nidle before it looks at every
+// rn: either the look sees vt or the push sees the carrier idle.
 func (c *carrier) pushOwn(vt *VThread) {
 	s := c.s
 	if s.det != nil || c.temp {
@@ -177,14 +211,24 @@ func (c *carrier) pushOwn(vt *VThread) {
 		s.wakeOne()
 		return
 	}
-	c.mu.Lock()
-	queued := len(c.queue) - c.head
-	c.queue = append(c.queue, vt)
-	c.mu.Unlock()
-	if queued > 0 || s.nidle.Load() == 0 {
-		// Behind another, or no carrier is idle: a carrier that goes
-		// idle looks at every queue before it sleeps.
-		s.wakeOne()
+	if c.rn.Load() != rnNone {
+		c.mu.Lock()
+		if r := c.rn.Load(); r != rnNone {
+			if r != rnQueue {
+				c.moveRunnext()
+			}
+			c.queue = append(c.queue, vt)
+			c.mu.Unlock()
+			s.wakeOne() // behind another: at once
+			return
+		}
+		c.mu.Unlock() // a thief took what there was
+	}
+	c.runnext = vt
+	c.rn.Store(vt.id)
+	if s.nidle.Load() == 0 {
+		// No carrier is idle: a carrier that goes idle looks at every
+		// queue before it sleeps.
 		return
 	}
 	if c.owed.Load() == 0 {
@@ -227,6 +271,12 @@ func (c *carrier) payOwed() {
 	}
 }
 
+// push queues vt on c, behind what is queued there, waking nobody; called
+// on c's goroutine, as pushOwn (its one caller outside tests, and only in
+// deterministic mode or on a compensation carrier, which return before
+// the lock): moveRunnext moves runnext with a plain store of rn, which
+// only c's goroutine may do while pop and unqueue take it without the
+// lock.
 func (c *carrier) push(vt *VThread) {
 	if d := c.s.det; d != nil {
 		d.push(vt)
@@ -242,13 +292,40 @@ func (c *carrier) push(vt *VThread) {
 		return
 	}
 	c.mu.Lock()
+	if r := c.rn.Load(); r != rnQueue && r != rnNone {
+		c.moveRunnext()
+	}
 	c.queue = append(c.queue, vt)
+	c.rn.Store(rnQueue)
 	c.mu.Unlock()
 }
 
+// moveRunnext moves the thread in runnext to the end of queue, which is
+// empty; c.mu is held, by c's goroutine, and rn holds the thread's ID
+// (only c takes it without the lock, and c is here). A look under the
+// lock (hasWork, a thief) sees it in one place or the other.
+func (c *carrier) moveRunnext() {
+	c.queue = append(c.queue, c.runnext)
+	c.runnext = nil
+	c.rn.Store(rnQueue)
+}
+
 // unqueue takes vt off c's queue if it is among the last few queued there,
-// and reports whether it did: vt is then the caller's to run.
+// and reports whether it did: vt is then the caller's to run. Called on
+// c's goroutine.
 func (c *carrier) unqueue(vt *VThread) bool {
+	if r := c.rn.Load(); r != rnQueue {
+		// Nothing in queue: vt is queued on c only in runnext. If a
+		// thief has taken it since the load, the swap fails.
+		if r != vt.id || !c.rn.CompareAndSwap(r, rnNone) {
+			return false
+		}
+		c.runnext = nil
+		if c.owed.Load() != 0 {
+			c.owed.Store(0) // nothing queued is left to wake a carrier for
+		}
+		return true
+	}
 	c.mu.Lock()
 	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
 		if c.queue[i] == vt {
@@ -268,9 +345,12 @@ func (c *carrier) unqueue(vt *VThread) bool {
 			c.queue[last] = nil
 			c.queue = c.queue[:last]
 			c.compact()
-			if len(c.queue) == c.head && c.owed.Load() != 0 {
-				// Nothing queued is left to wake a carrier for.
-				c.owed.Store(0)
+			if len(c.queue) == c.head {
+				c.rn.Store(rnNone)
+				if c.owed.Load() != 0 {
+					// Nothing queued is left to wake a carrier for.
+					c.owed.Store(0)
+				}
 			}
 			c.mu.Unlock()
 			return true
@@ -336,7 +416,21 @@ func runNested(cur, vt *VThread) bool {
 	return true
 }
 
+// pop takes the newest virtual thread of c's queue; called on c's
+// goroutine.
 func (c *carrier) pop() *VThread {
+	switch r := c.rn.Load(); r {
+	case rnNone:
+		return nil // only c queues on c
+	case rnQueue, rnTaking:
+	default:
+		if c.rn.CompareAndSwap(r, rnNone) {
+			vt := c.runnext
+			c.runnext = nil
+			return vt
+		}
+		// A thief is taking it: the lock waits for it.
+	}
 	c.mu.Lock()
 	if len(c.queue) == c.head {
 		c.mu.Unlock()
@@ -347,24 +441,50 @@ func (c *carrier) pop() *VThread {
 	c.queue[last] = nil
 	c.queue = c.queue[:last]
 	c.compact()
+	if len(c.queue) == c.head {
+		c.rn.Store(rnNone)
+	}
 	c.mu.Unlock()
 	return vt
 }
 
 // steal takes the virtual thread at the head of c's queue: the oldest,
-// unless an unqueue moved a newer one there.
+// unless an unqueue moved a newer one there; or runnext's.
 func (c *carrier) steal() *VThread {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.queue) == c.head {
-		return nil
+	for {
+		switch r := c.rn.Load(); r {
+		case rnNone:
+			return nil
+		case rnQueue:
+			vt := c.queue[c.head]
+			c.queue[c.head] = nil
+			c.head++
+			c.compact()
+			if len(c.queue) == c.head {
+				c.rn.Store(rnNone)
+			}
+			return vt
+		default:
+			// An ID. c may take it meanwhile, and queue another.
+			if c.rn.CompareAndSwap(r, rnTaking) {
+				vt := c.runnext
+				c.runnext = nil
+				c.rn.Store(rnNone)
+				return vt
+			}
+		}
 	}
-	vt := c.queue[c.head]
-	c.queue[c.head] = nil
-	c.head++
-	c.compact()
-	return vt
 }
+
+// rn's values other than the ID of the thread in runnext; IDs start at 1
+// and never come near the others.
+const (
+	rnNone   = 0
+	rnQueue  = ^uint64(0)
+	rnTaking = ^uint64(0) - 1
+)
 
 func (c *carrier) compact() {
 	if c.head == len(c.queue) {
@@ -433,7 +553,9 @@ func (c *carrier) next() *VThread {
 // wakeOne skips the scheduler's lock while no carrier is idle (nidle is
 // 0), so a carrier announces itself idle first and only then looks at the
 // queues once more: a push that the look misses comes after it under the
-// queue's lock, so its wakeOne sees nidle raised and wakes a carrier. It
+// queue's lock, or, into an empty runnext, after it in the order of atomic
+// operations, so it sees nidle raised and wakes a carrier (or owes the
+// wake-up, with nothing else queued: pushOwn). It
 // looks at the global queue last: a carrier's demote moves a virtual
 // thread from its own queue there, waking nobody, so a look at the
 // global queue before the carriers' could miss it in both.
@@ -505,10 +627,13 @@ func (c *carrier) hasWork() bool {
 		}
 	}
 	for _, o := range c.s.carriers {
+		// rn under the lock: it then says what queue holds, and a
+		// thread that moves from runnext to queue (moveRunnext) or
+		// from queue to the global queue (demote) moves under it.
 		o.mu.Lock()
-		n := len(o.queue) - o.head
+		r := o.rn.Load()
 		o.mu.Unlock()
-		if n > 0 {
+		if r != rnNone {
 			return true
 		}
 	}

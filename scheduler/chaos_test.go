@@ -124,7 +124,7 @@ func TestChaosParkUnparkTokens(t *testing.T) {
 				s.mu.Unlock()
 				for _, c := range s.carriers {
 					c.mu.Lock()
-					b = fmt.Appendf(b, "carrier %d queue=%d owed=%d\n", c.id, len(c.queue)-c.head, c.owed.Load())
+					b = fmt.Appendf(b, "carrier %d queue=%d rn=%#x owed=%d\n", c.id, len(c.queue)-c.head, c.rn.Load(), c.owed.Load())
 					c.mu.Unlock()
 				}
 				return string(b)

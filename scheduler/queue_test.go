@@ -1,9 +1,14 @@
 package scheduler
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestRunQueueModel drives a carrier's run queue with random pushes, pops,
@@ -12,7 +17,9 @@ import (
 // tail, steal at the head, unqueue take a thread among the last
 // maxUnqueueScan and move the tail into its place. Nothing may be lost,
 // duplicated or reordered otherwise, and no slot outside the live part may
-// keep a thread (the collector would keep it).
+// keep a thread (the collector would keep it). Pushes are pushOwn's as
+// often as push's: a thread queued alone goes into runnext, which is the
+// queue's one thread then (checkRunQueue).
 func TestRunQueueModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	c := newCarrier(&Scheduler{}, 0, false)
@@ -29,7 +36,11 @@ func TestRunQueueModel(t *testing.T) {
 			if queued[vt] {
 				continue
 			}
-			c.push(vt)
+			if rng.IntN(2) == 0 {
+				c.push(vt)
+			} else {
+				c.pushOwn(vt) // no carrier is idle: it wakes nobody
+			}
 			model = append(model, vt)
 			queued[vt] = true
 		case op < 6:
@@ -66,8 +77,118 @@ func TestRunQueueModel(t *testing.T) {
 				delete(queued, vt)
 			}
 		}
-		checkQueue(t, step, c.queue, c.head, model)
+		checkRunQueue(t, step, c, model)
 	}
+}
+
+// checkRunQueue checks c's run queue, runnext included, against model, and
+// that rn says what it holds.
+func checkRunQueue(t *testing.T, step int, c *carrier, model []*VThread) {
+	t.Helper()
+	switch r := c.rn.Load(); {
+	case r == rnNone:
+		if c.runnext != nil || len(c.queue) != c.head {
+			t.Fatalf("step %d: rn says nothing is queued; runnext %v, queue %v", step, c.runnext, c.queue[c.head:])
+		}
+	case r == rnQueue:
+		if c.runnext != nil || len(c.queue) == c.head {
+			t.Fatalf("step %d: rn says the queue holds threads; runnext %v, queue %v", step, c.runnext, c.queue[c.head:])
+		}
+	case r == rnTaking:
+		t.Fatalf("step %d: rn is rnTaking with no thief", step)
+	default:
+		if c.runnext == nil || c.runnext.id != r || len(c.queue) != c.head {
+			t.Fatalf("step %d: rn says runnext holds thread %d alone; runnext %v, queue %v", step, r, c.runnext, c.queue[c.head:])
+		}
+		if len(model) != 1 || model[0] != c.runnext {
+			t.Fatalf("step %d: runnext holds %v, want the queue %v", step, c.runnext, model)
+		}
+		model = nil // the queue itself is empty
+	}
+	checkQueue(t, step, c.queue, c.head, model)
+}
+
+// TestRunNextThieves has a carrier's goroutine queue threads, run them
+// (pop) and take them back (unqueue), as spawns and hand-offs do, while
+// thieves steal from it, runnext included: every thread is taken exactly
+// once, none is lost, and rn and runnext agree at the end. Under -race it
+// also checks that runnext, a plain field, is only touched by whoever rn
+// says owns it.
+func TestRunNextThieves(t *testing.T) {
+	n := 200_000
+	if testing.Short() {
+		n = 20_000
+	}
+	c := newCarrier(&Scheduler{}, 0, false)
+	pool := make([]*VThread, n)
+	for i := range pool {
+		pool[i] = &VThread{id: uint64(i + 1)}
+	}
+	taken := make([]atomic.Int32, n)
+	take := func(vt *VThread) {
+		if vt != nil {
+			taken[vt.id-1].Add(1)
+		}
+	}
+	stop := make(chan struct{})
+	var stolen atomic.Int64
+	var wg sync.WaitGroup
+	var started sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		started.Add(1)
+		go func() {
+			defer wg.Done()
+			started.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if vt := c.steal(); vt != nil {
+					stolen.Add(1)
+					take(vt)
+				}
+			}
+		}()
+	}
+	started.Wait()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < n; {
+		// Mostly one thread at a time, as a spawn that is joined or a
+		// hand-off queues; now and then a few, which go to queue.
+		k := 1
+		if rng.IntN(8) == 0 {
+			k = 1 + rng.IntN(5)
+		}
+		batch := pool[i:min(i+k, n)]
+		i += len(batch)
+		for _, vt := range batch {
+			c.pushOwn(vt)
+		}
+		for j := len(batch) - 1; j >= 0; j-- {
+			if rng.IntN(2) == 0 {
+				if c.unqueue(batch[j]) {
+					take(batch[j])
+				}
+			} else {
+				take(c.pop())
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for vt := c.pop(); vt != nil; vt = c.pop() {
+		take(vt)
+	}
+	for i := range taken {
+		if got := taken[i].Load(); got != 1 {
+			t.Fatalf("thread %d taken %d times, want 1", i+1, got)
+		}
+	}
+	checkRunQueue(t, n, c, nil)
+	t.Logf("thieves took %d of %d threads", stolen.Load(), n)
 }
 
 // checkQueue checks a queue kept as q[head:] against model, and that no
@@ -172,5 +293,71 @@ func TestGlobalQueueModel(t *testing.T) {
 		s.popGlobal()
 	}); allocs > 1 { // the VThread itself
 		t.Errorf("append and pop on an empty queue: %v allocations, want 1 (the thread)", allocs)
+	}
+}
+
+// A virtual thread queued into runnext while no carrier is idle wakes
+// nobody and is owed to nobody (pushOwn): a carrier that goes idle after
+// the push must find it there (hasWork) and take it (steal), or it waits
+// for as long as its own carrier is busy. The other carrier is held just
+// before it goes idle while the push happens; then the pushing carrier is
+// blocked, as a system call would block it.
+func TestRunNextSeenByCarrierGoingIdle(t *testing.T) {
+	s, err := New(Options{Carriers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		s.Close()
+		sleepHooks.beforeIdle.Store(nil)
+	}()
+	waitUntil(t, "both carriers to sleep", func() bool { return s.nidle.Load() == 2 })
+	var other atomic.Pointer[carrier]
+	var armed atomic.Bool
+	atIdle, pushed := make(chan struct{}), make(chan struct{})
+	beforeIdle := func(c *carrier) {
+		if c == other.Load() && armed.CompareAndSwap(true, false) {
+			close(atIdle)
+			<-pushed
+		}
+	}
+	sleepHooks.beforeIdle.Store(&beforeIdle)
+	var stranded atomic.Bool
+	m := goOrFatal(t, s, func(ctx context.Context) error {
+		c1 := Current().carrier
+		for _, c := range s.carriers {
+			if c != c1 {
+				other.Store(c)
+			}
+		}
+		armed.Store(true)
+		// Wakes the other carrier, which runs it and goes idle again,
+		// into the hook.
+		go s.Go(func(ctx context.Context) error { return nil })
+		<-atIdle
+		if n := s.nidle.Load(); n != 0 {
+			return fmt.Errorf("%d carriers idle at the push, want 0", n)
+		}
+		ran := make(chan struct{})
+		x, err := s.Go(func(ctx context.Context) error { close(ran); return nil })
+		if err != nil {
+			return err
+		}
+		if r := c1.rn.Load(); r != x.id {
+			return fmt.Errorf("rn = %#x after the spawn, want the new thread's ID %d", r, x.id)
+		}
+		close(pushed)
+		select { // blocks the carrier
+		case <-ran:
+		case <-time.After(2 * time.Second):
+			stranded.Store(true)
+		}
+		return nil
+	})
+	if err := joinWithin(t, m); err != nil {
+		t.Fatal(err)
+	}
+	if stranded.Load() {
+		t.Fatal("a thread in runnext waited 2s while another carrier went to sleep")
 	}
 }
