@@ -436,8 +436,8 @@ func vtTreeSum(s *Scheduler, seed uint64, depth int, nested *atomic.Int64) (int6
 func TestStressNestedJoin(t *testing.T) {
 	s := newTest(t, Options{Carriers: 4})
 	trees := 40
-	if testing.Short() {
-		trees = 10
+	if testing.Short() || raceEnabled {
+		trees = 10 // under -race each thread costs the detector ~5 KB for good
 	}
 	const depth = 6
 	roots := make([]*VThread, trees)

@@ -210,7 +210,11 @@ func TestRunNextSpawnJoinSteal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	const workers, rounds = 8, 20000
+	const workers = 8
+	rounds := 20000
+	if raceEnabled {
+		rounds = 4000 // each thread costs the detector ~5 KB for good (docs/limitations.md)
+	}
 	var ran atomic.Int64
 	var started atomic.Int64
 	ws := make([]*VThread, 0, workers+2)
