@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
@@ -56,6 +57,11 @@ type carrier struct {
 	// it stores rnNone.
 	runnext *VThread
 
+	// labels are the carrier goroutine's profiler labels, those of the
+	// goroutine that started it, which run puts back after each virtual
+	// thread (labels.go).
+	labels unsafe.Pointer
+
 	wake chan struct{}
 	// pinned is where a virtual thread blocked pinned on this carrier
 	// (parkPinned) waits for its Unpark: one at a time, as the carrier runs
@@ -105,6 +111,7 @@ func newCarrier(s *Scheduler, id int, temp bool) *carrier {
 
 func (c *carrier) loop() {
 	s := c.s
+	c.labels = profLabel()
 	normal := false
 	defer func() {
 		if !normal {
@@ -116,6 +123,9 @@ func (c *carrier) loop() {
 				vt.carrier = nil
 				s.finish(vt, nil)
 			}
+			// The replacement starts with this goroutine's labels,
+			// which are vt's (or its joiner's): the carrier's first.
+			setProfLabel(c.labels)
 			s.wg.Add(1)
 			go c.loop()
 		}
@@ -170,7 +180,21 @@ func (c *carrier) run(vt *VThread) {
 	vt.carrier = c
 	prev := c.cur // the joiner, in runNested
 	c.cur = vt
+	// vt's profiler labels in the goroutine's place while it runs
+	// (labels.go): outer are the carrier's, or the joiner's in runNested.
+	outer, own := profLabel(), vt.labels()
+	if own != outer {
+		setProfLabel(own)
+	}
 	vt.cont.Run(vt)
+	if now := profLabel(); now != own || now != outer {
+		if now != own {
+			vt.keepLabels(now)
+		}
+		if now != outer {
+			setProfLabel(outer)
+		}
+	}
 	c.cur = prev
 	vt.carrier = nil
 	if vt.cont.IsDone() {

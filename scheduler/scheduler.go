@@ -272,6 +272,10 @@ type vtRare struct {
 	// virtual threads other than joiner waiting in Join or Wait.
 	done  chan struct{}
 	joinq *waiter
+	// labels are the virtual thread's profiler labels (labels.go),
+	// written and read only by the goroutine that runs it, or by Go
+	// before it is published.
+	labels unsafe.Pointer
 }
 
 // rareLocked returns vt's rare part, made if need be; called with joinMu
@@ -303,13 +307,15 @@ const (
 // draining (a draining Shutdown cancels it too, once every virtual thread
 // has ended) or when a Group it belongs to fails; it is not cancelled when
 // fn returns. The error fn returns is what Join returns. Go returns
-// ErrClosed once Shutdown or Close has begun.
+// ErrClosed once Shutdown or Close has begun. The virtual thread starts
+// with the caller's pprof labels and keeps the labels it sets across its
+// parks, as a goroutine would.
 func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
 	return s.GoNamed("", fn)
 }
 
-// GoNamed is Go with a name, which Name and String return. (The scheduler
-// sets no pprof labels: they belong to the carrier's goroutine.)
+// GoNamed is Go with a name, which Name and String return. (The name is
+// not a pprof label: set labels with pprof.Do in fn, or around the call.)
 func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
 	return s.start(name, s.ctx, nil, fn)
 }
@@ -346,6 +352,9 @@ func (s *Scheduler) startFrom(name string, parent context.Context, g *Group, fn 
 	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, ctx: vtContext{parent}, cont: s.newCont(c)}
 	if name != "" {
 		vt.rareLocked().name = name
+	}
+	if l := profLabel(); l != nil {
+		vt.rareLocked().labels = l // the caller's, as a go statement's
 	}
 	vt.state.Store(vtQueued)
 	s.readyOn(vt, c)

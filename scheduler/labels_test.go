@@ -1,0 +1,259 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+)
+
+// TestLabelsFollowVirtualThread: a virtual thread starts with the pprof
+// labels of the goroutine that called Go; labels it sets stay with it
+// across parks, however many carriers it moves between; and a virtual
+// thread without labels never sees another's, on one carrier or two.
+// Before, labels were the carrier goroutine's: a thread that set some
+// and parked left them to the next thread on that carrier (and to the
+// carrier's own samples), and the spawner's were never inherited.
+func TestLabelsFollowVirtualThread(t *testing.T) {
+	for _, carriers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("carriers=%d", carriers), func(t *testing.T) {
+			s := newSched(t, Options{Carriers: carriers})
+			defer pprof.SetGoroutineLabels(context.Background())
+			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("who", "spawner")))
+			spawner := profLabel()
+			var failures atomic.Int32
+			fail := func(format string, args ...any) {
+				failures.Add(1)
+				t.Errorf(format, args...)
+			}
+			const rounds = 200
+			var labelled []*VThread
+			for i := range 4 {
+				labelled = append(labelled, goOrFatal(t, s, func(ctx context.Context) error {
+					if got := profLabel(); got != spawner {
+						fail("thread %d started with labels %p, want the spawner's %p", i, got, spawner)
+					}
+					pprof.Do(ctx, pprof.Labels("req", fmt.Sprint(i)), func(context.Context) {
+						own := profLabel()
+						for r := range rounds {
+							Yield()
+							if r%3 == 0 {
+								runtime.GC()
+							}
+							if got := profLabel(); got != own {
+								fail("thread %d, round %d: labels %p after a yield, want its own %p", i, r, got, own)
+								return
+							}
+						}
+					})
+					// pprof.Do ends by setting ctx's labels, which has
+					// none (Go's context came from context.Background),
+					// as it does in a goroutine.
+					if got := profLabel(); got != nil {
+						fail("thread %d ended pprof.Do with labels %s, want its context's: none", i, labelsOf(got))
+					}
+					return nil
+				}))
+			}
+			pprof.SetGoroutineLabels(context.Background())
+			var plain []*VThread
+			for i := range 4 {
+				plain = append(plain, goOrFatal(t, s, func(ctx context.Context) error {
+					for r := range rounds {
+						if got := profLabel(); got != nil {
+							fail("unlabelled thread %d, round %d, has labels %p (%s)", i, r, got, labelsOf(got))
+							return nil
+						}
+						Yield()
+					}
+					return nil
+				}))
+			}
+			for _, vt := range append(labelled, plain...) {
+				if err := vt.Join(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A thread started afterwards on the same carriers: none of
+			// the others' labels were left on them.
+			vt := goOrFatal(t, s, func(context.Context) error {
+				if got := profLabel(); got != nil {
+					fail("a thread started later has labels %s", labelsOf(got))
+				}
+				return nil
+			})
+			if err := vt.Join(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// labelsOf formats the labels l points to, for a failure message: the
+// runtime's labels are a runtime/pprof labelMap, a slice of key-value
+// pairs since Go 1.24.
+func labelsOf(l unsafe.Pointer) string {
+	if l == nil {
+		return "none"
+	}
+	type label struct{ key, value string }
+	return fmt.Sprint(*(*[]label)(l))
+}
+
+// TestLabelsInGoroutineProfile checks labels where the profiler reads
+// them: the goroutine profile of a virtual thread that set labels, parked
+// and resumed shows them on the goroutine that runs it, and the profile
+// of another thread on the same carrier meanwhile shows none.
+func TestLabelsInGoroutineProfile(t *testing.T) {
+	s := newSched(t, Options{Carriers: 1})
+	parked := make(chan struct{})
+	var labelled *VThread
+	labelled = goOrFatal(t, s, func(ctx context.Context) error {
+		var err error
+		pprof.Do(ctx, pprof.Labels("request", "r42"), func(context.Context) {
+			close(parked)
+			Park()
+			err = profileShows(labelledMarker, `"request":"r42"`)
+		})
+		return err
+	})
+	<-parked
+	other := goOrFatal(t, s, func(context.Context) error {
+		defer labelled.Unpark()
+		return profileShows(unlabelledMarker, "")
+	})
+	if err := other.Join(); err != nil {
+		t.Error(err)
+	}
+	if err := labelled.Join(); err != nil {
+		t.Error(err)
+	}
+}
+
+const (
+	labelledMarker   = "labelledProfileMarker"
+	unlabelledMarker = "unlabelledProfileMarker"
+)
+
+// profileShows takes a goroutine profile from a frame named marker and
+// checks the labels the profile gives its goroutine: want among them, or
+// none if want is empty.
+func profileShows(marker, want string) error {
+	var buf bytes.Buffer
+	if marker == labelledMarker {
+		labelledProfileMarker(&buf)
+	} else {
+		unlabelledProfileMarker(&buf)
+	}
+	for _, rec := range strings.Split(buf.String(), "\n\n") {
+		if !strings.Contains(rec, marker) {
+			continue
+		}
+		var labels string
+		for _, line := range strings.Split(rec, "\n") {
+			if l, ok := strings.CutPrefix(line, "# labels: "); ok {
+				labels = l
+			}
+		}
+		switch {
+		case want == "" && labels != "":
+			return fmt.Errorf("%s: the goroutine profile gives labels %s, want none", marker, labels)
+		case want != "" && !strings.Contains(labels, want):
+			return fmt.Errorf("%s: the goroutine profile gives labels %q, want %s", marker, labels, want)
+		}
+		return nil
+	}
+	return fmt.Errorf("no goroutine in the profile runs %s:\n%s", marker, buf.String())
+}
+
+//go:noinline
+func labelledProfileMarker(buf *bytes.Buffer) { pprof.Lookup("goroutine").WriteTo(buf, 1) }
+
+//go:noinline
+func unlabelledProfileMarker(buf *bytes.Buffer) { pprof.Lookup("goroutine").WriteTo(buf, 1) }
+
+// TestLabelsAcrossJoin: a child started by a labelled virtual thread
+// inherits its labels; labels the child sets are its own, whether Join
+// runs it inside the joiner (on the joiner's goroutine) or another
+// carrier runs it; and the joiner has its own back after the Join.
+func TestLabelsAcrossJoin(t *testing.T) {
+	for _, carriers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("carriers=%d", carriers), func(t *testing.T) {
+			s := newSched(t, Options{Carriers: carriers})
+			parent := goOrFatal(t, s, func(ctx context.Context) error {
+				var err error
+				pprof.Do(ctx, pprof.Labels("role", "parent"), func(ctx context.Context) {
+					mine := profLabel()
+					for i := range 100 {
+						child, gerr := s.Go(func(cctx context.Context) error {
+							if got := profLabel(); got != mine {
+								return fmt.Errorf("child %d started with labels %s, want the parent's %s", i, labelsOf(got), labelsOf(mine))
+							}
+							pprof.SetGoroutineLabels(pprof.WithLabels(cctx, pprof.Labels("role", "child")))
+							if i%2 == 0 {
+								Yield()
+							}
+							return nil
+						})
+						if gerr != nil {
+							err = gerr
+							return
+						}
+						if i%3 == 0 {
+							Yield() // let another carrier take it, sometimes
+						}
+						if err = child.Join(); err != nil {
+							return
+						}
+						if got := profLabel(); got != mine {
+							err = fmt.Errorf("after joining child %d the parent has labels %s, want its own %s", i, labelsOf(got), labelsOf(mine))
+							return
+						}
+					}
+				})
+				return err
+			})
+			if err := parent.Join(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLabelsAfterGoexit: a labelled virtual thread that calls
+// runtime.Goexit ends the carrier's goroutine, and the replacement must
+// start with the carrier's labels, not the thread's.
+func TestLabelsAfterGoexit(t *testing.T) {
+	s := newSched(t, Options{Carriers: 1})
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("dying", "yes")))
+		runtime.Goexit()
+		return nil
+	})
+	if err := vt.Join(); err == nil {
+		t.Fatal("Join of a thread that called runtime.Goexit returned nil")
+	}
+	for i := range 3 {
+		after := goOrFatal(t, s, func(context.Context) error {
+			if got := profLabel(); got != nil {
+				return fmt.Errorf("a thread run after the Goexit has labels %s", labelsOf(got))
+			}
+			return nil
+		})
+		if err := after.Join(); err != nil {
+			t.Fatalf("thread %d: %v", i, err)
+		}
+	}
+	// The carrier's own goroutine, idle now, shows them in a profile
+	// if it kept them.
+	var buf bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&buf, 1)
+	if strings.Contains(buf.String(), `"dying":"yes"`) {
+		t.Errorf("a goroutine still has the ended thread's labels:\n%s", buf.String())
+	}
+}
