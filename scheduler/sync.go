@@ -506,6 +506,11 @@ func (wg *WaitGroup) Go(s *Scheduler, fn func(ctx context.Context) error) (*VThr
 	if fn == nil {
 		panic("scheduler.WaitGroup.Go: nil function")
 	}
+	if s == nil {
+		// Before the Add: s.Go would fail with a nil dereference after
+		// it, and leave the counter raised for good.
+		panic("scheduler.WaitGroup.Go: nil *Scheduler")
+	}
 	wg.Add(1)
 	vt, err := s.Go(func(ctx context.Context) error {
 		defer wg.Done()
