@@ -502,3 +502,260 @@ func TestAuditDetSeedsProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditDetSeedsConservation: on many seeds of a deterministic
+// scheduler, timed and cancelled sends and receives (contexts cancelled by
+// other virtual threads, so at the same virtual instant as hand-offs)
+// never lose or duplicate a value.
+func TestAuditDetSeedsConservation(t *testing.T) {
+	for seed := range uint64(iters(200, 40)) {
+		s, err := New(Options{Deterministic: true, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans := []*Chan[int]{NewChan[int](0), NewChan[int](1), NewChan[int](0)}
+		const producers, per = 4, 40
+		sent := make([]int, producers*per)
+		got := make([]int, producers*per)
+		var wg WaitGroup
+		var pending WaitGroup
+		ctxs := make(chan context.CancelFunc, 1000)
+		pending.Add(producers)
+		for p := range producers {
+			wg.Go(s, func(context.Context) error {
+				defer pending.Done()
+				for k := range per {
+					v := p*per + k
+					c := chans[(p+k)%3]
+					ok := false
+					switch k % 4 {
+					case 0:
+						ok = c.SendTimeout(v, time.Duration(k%3)*time.Microsecond+1)
+					case 1:
+						ctx, cancel := context.WithCancel(context.Background())
+						ctxs <- cancel
+						ok = c.SendContext(ctx, v) == nil
+					case 2:
+						ctx, cancel := context.WithCancel(context.Background())
+						ctxs <- cancel
+						i, _, _ := SelectContext(ctx, SendCase(c, v), SendCase(chans[(p+k+1)%3], v))
+						ok = i >= 0
+					case 3:
+						i, _ := SelectTimeout(time.Microsecond, SendCase(c, v))
+						ok = i >= 0
+					}
+					if ok {
+						sent[v]++
+					}
+				}
+				return nil
+			})
+		}
+		// The canceller ends the contexts at various points, until the
+		// producers are done and no context is left (deterministic mode:
+		// nothing runs between a consumer's look at pending and its
+		// queueing of a context).
+		wg.Go(s, func(context.Context) error {
+			for !pendingZero(&pending) || len(ctxs) > 0 {
+				select {
+				case cancel := <-ctxs:
+					Yield()
+					cancel()
+				default:
+					Yield()
+				}
+			}
+			return nil
+		})
+		for c := range 3 {
+			wg.Go(s, func(context.Context) error {
+				var vs [3]int
+				for k := 0; ; k++ {
+					var v int
+					okv := false
+					switch k % 3 {
+					case 0:
+						x, ok, ready := chans[(c+k)%3].RecvTimeout(time.Duration(1+k%4) * time.Microsecond)
+						v, okv = x, ok && ready
+					case 1:
+						if pendingZero(&pending) {
+							break // the canceller may have gone
+						}
+						ctx, cancel := context.WithCancel(context.Background())
+						ctxs <- cancel
+						x, ok, err := chans[(c+k)%3].RecvContext(ctx)
+						v, okv = x, ok && err == nil
+					case 2:
+						i, ok := SelectTimeout(2*time.Microsecond, RecvCase(chans[0], &vs[0]), RecvCase(chans[1], &vs[1]), RecvCase(chans[2], &vs[2]))
+						if i >= 0 {
+							v, okv = vs[i], ok
+						}
+					}
+					if okv {
+						got[v]++
+					} else if pendingZero(&pending) {
+						// Drain what is left, then stop.
+						for _, ch := range chans {
+							for {
+								x, ok, ready := ch.TryRecv()
+								if !ready || !ok {
+									break
+								}
+								got[x]++
+							}
+						}
+						return nil
+					}
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("seed %d: hangs", seed)
+		}
+		s.Close()
+		for v := range sent {
+			if sent[v] != got[v] {
+				t.Fatalf("seed %d: value %d sent %d times, received %d", seed, v, sent[v], got[v])
+			}
+		}
+	}
+}
+
+func pendingZero(wg *WaitGroup) bool {
+	wg.mu.Lock()
+	defer wg.mu.Unlock()
+	return wg.n == 0
+}
+
+// TestAuditLockHandOffAcross: locks taken in one party and unlocked in
+// another (a virtual thread locks, a goroutine unlocks, and the other way
+// round), with TryLock and TryRLock beside, keep exclusion and progress.
+func TestAuditLockHandOffAcross(t *testing.T) {
+	s := newSched(t, Options{Carriers: 3})
+	var m Mutex
+	var rw RWMutex
+	var inside, winside, rinside atomic.Int32
+	per := iters(2000, 300)
+	// Each party locks, then asks the next one round to unlock for it.
+	const parties = 6
+	unlockM := make([]chan struct{}, parties)
+	unlockW := make([]chan struct{}, parties)
+	for i := range unlockM {
+		unlockM[i] = make(chan struct{}, 1)
+		unlockW[i] = make(chan struct{}, 1)
+	}
+	stop := make(chan struct{})
+	var helpers sync.WaitGroup
+	for i := range parties {
+		helpers.Add(1)
+		go func() { // the unlocking side, a plain goroutine
+			defer helpers.Done()
+			for {
+				select {
+				case <-unlockM[i]:
+					inside.Add(-1)
+					m.Unlock()
+				case <-unlockW[i]:
+					winside.Add(-1)
+					rw.Unlock()
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	mixed(t, s, parties/2, parties/2, func(i int) {
+		for k := range per {
+			if k%4 == 0 {
+				for !m.TryLock() {
+					pause(i)
+				}
+			} else {
+				m.Lock()
+			}
+			if inside.Add(1) != 1 {
+				t.Errorf("mutex: two holders")
+			}
+			if k%2 == 0 {
+				unlockM[i] <- struct{}{} // unlocked by the helper
+				// Wait until it has: the next Lock must not be ours.
+				for len(unlockM[i]) > 0 {
+					pause(i)
+				}
+			} else {
+				inside.Add(-1)
+				m.Unlock()
+			}
+			switch k % 3 {
+			case 0:
+				rw.Lock()
+				if winside.Add(1) != 1 || rinside.Load() != 0 {
+					t.Errorf("rw: writer not alone")
+				}
+				unlockW[i] <- struct{}{}
+				for len(unlockW[i]) > 0 {
+					pause(i)
+				}
+			case 1:
+				if !rw.TryRLock() {
+					rw.RLock()
+				}
+				rinside.Add(1)
+				if winside.Load() != 0 {
+					t.Errorf("rw: reader beside writer")
+				}
+				pause(i)
+				rinside.Add(-1)
+				rw.RUnlock()
+			case 2:
+				if rw.TryLock() {
+					if winside.Add(1) != 1 || rinside.Load() != 0 {
+						t.Errorf("rw: TryLock writer not alone")
+					}
+					winside.Add(-1)
+					rw.Unlock()
+				}
+			}
+		}
+	})
+	close(stop)
+	helpers.Wait()
+}
+
+// TestAuditMisuseMessages: misuse that Go catches panics here with a
+// message that names it, from a goroutine and from a virtual thread.
+func TestAuditMisuseMessages(t *testing.T) {
+	s := newSched(t, Options{})
+	check := func(where string) {
+		for name, f := range map[string]func(){
+			"Mutex.Unlock":      func() { var m Mutex; m.Unlock() },
+			"RWMutex.Unlock":    func() { var rw RWMutex; rw.Unlock() },
+			"RWMutex.RUnlock":   func() { var rw RWMutex; rw.RUnlock() },
+			"RWMutex.RUnlock/W": func() { var rw RWMutex; rw.Lock(); rw.RUnlock() },
+			"RWMutex.Unlock/R":  func() { var rw RWMutex; rw.RLock(); rw.Unlock() },
+			"WaitGroup.Add":     func() { var wg WaitGroup; wg.Add(1); wg.Add(-2) },
+			"Cond.Wait/Mutex":   func() { NewCond(&Mutex{}).Wait() },
+			"Cond.Wait/RW":      func() { NewCond(&RWMutex{}).Wait() },
+			"Cond.Wait/RLocker": func() { var rw RWMutex; NewCond(rw.RLocker()).Wait() },
+			"Semaphore.Release": func() { NewSemaphore(2).Release(1) },
+			"Chan.Close":        func() { c := NewChan[int](0); c.Close(); c.Close() },
+			"Chan.Send":         func() { c := NewChan[int](1); c.Close(); c.Send(1) },
+			"Chan.TrySend":      func() { c := NewChan[int](1); c.Close(); c.TrySend(1) },
+			"SendCase":          func() { c := NewChan[int](1); c.Close(); TrySelect(SendCase(c, 1)) },
+		} {
+			msg := mustPanic(t, f)
+			if !strings.HasPrefix(msg, "scheduler") {
+				t.Errorf("%s: %s: %q", where, name, msg)
+			}
+		}
+	}
+	check("goroutine")
+	vt, _ := s.Go(func(context.Context) error { check("vthread"); return nil })
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
