@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/cpu"
 
@@ -57,11 +56,6 @@ type carrier struct {
 	// it stores rnNone.
 	runnext *VThread
 
-	// labels are the carrier goroutine's profiler labels, those of the
-	// goroutine that started it, which run puts back after each virtual
-	// thread (labels.go).
-	labels unsafe.Pointer
-
 	wake chan struct{}
 	// pinned is where a virtual thread blocked pinned on this carrier
 	// (parkPinned) waits for its Unpark: one at a time, as the carrier runs
@@ -111,7 +105,14 @@ func newCarrier(s *Scheduler, id int, temp bool) *carrier {
 
 func (c *carrier) loop() {
 	s := c.s
-	c.labels = profLabel()
+	// The carrier's own profiler labels are the scheduler's, which run
+	// puts back after each virtual thread (labels.go). Not those the go
+	// statement gave this goroutine: a compensation carrier is started
+	// by a virtual thread blocked pinned (parkPinned), a replacement by a
+	// carrier whose thread called runtime.Goexit, with that thread's.
+	if profLabel() != s.labels {
+		setProfLabel(s.labels)
+	}
 	normal := false
 	defer func() {
 		if !normal {
@@ -125,7 +126,7 @@ func (c *carrier) loop() {
 			}
 			// The replacement starts with this goroutine's labels,
 			// which are vt's (or its joiner's): the carrier's first.
-			setProfLabel(c.labels)
+			setProfLabel(s.labels)
 			s.wg.Add(1)
 			go c.loop()
 		}
@@ -424,12 +425,18 @@ func runNested(cur, vt *VThread) bool {
 		return false
 	}
 	c.nested++
+	// cur's profiler labels, which run puts back after vt; if vt ends
+	// the run by a Goexit or a panic, run does not, and this does, so
+	// that cur's deferred calls (and a recover there) have cur's own.
+	outer := profLabel()
 	normal := false
 	defer func() {
 		c.nested--
 		if !normal {
 			// vt called runtime.Goexit, which goes on unwinding cur:
 			// the carrier's loop finishes cur, vt is finished here.
+			// (Or OnPanic panicked, which unwinds into cur.)
+			setProfLabel(outer)
 			c.cur = cur
 			vt.carrier = nil
 			c.s.finish(vt, nil)

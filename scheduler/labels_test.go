@@ -3,13 +3,17 @@ package scheduler
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/weftrt/weft/pinning"
 )
 
 // TestLabelsFollowVirtualThread: a virtual thread starts with the pprof
@@ -255,5 +259,98 @@ func TestLabelsAfterGoexit(t *testing.T) {
 	pprof.Lookup("goroutine").WriteTo(&buf, 1)
 	if strings.Contains(buf.String(), `"dying":"yes"`) {
 		t.Errorf("a goroutine still has the ended thread's labels:\n%s", buf.String())
+	}
+}
+
+// TestLabelsOfCompensationCarrier: a compensation carrier's own labels
+// are the scheduler's, like every carrier's. It is started by the
+// virtual thread that blocks its carrier pinned, on that goroutine, and
+// a go statement gives the new goroutine the labels in place then: that
+// thread's, which the compensation carrier kept as its own, and had
+// while idle and between the threads it ran, and in every profile.
+func TestLabelsOfCompensationCarrier(t *testing.T) {
+	defer pprof.SetGoroutineLabels(context.Background())
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("sched", "owner")))
+	s := newSched(t, Options{Carriers: 1})
+	schedLabels := profLabel()
+	pprof.SetGoroutineLabels(context.Background())
+	idleTemp := make(chan unsafe.Pointer, 1)
+	hook := func(c *carrier) {
+		if c.temp {
+			select {
+			case idleTemp <- profLabel():
+			default:
+			}
+		}
+	}
+	sleepHooks.beforeIdle.Store(&hook)
+	defer sleepHooks.beforeIdle.Store(nil)
+	pinned := goOrFatal(t, s, func(ctx context.Context) error {
+		pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("req", "pinned")))
+		pinning.Do(Park) // blocks the carrier: a compensation carrier starts
+		return nil
+	})
+	var got unsafe.Pointer
+	select {
+	case got = <-idleTemp:
+	case <-time.After(proofTimeout):
+		t.Fatal("no compensation carrier went idle")
+	}
+	pinned.Unpark()
+	if err := joinWithin(t, pinned); err != nil {
+		t.Fatal(err)
+	}
+	if got != schedLabels {
+		t.Errorf("an idle compensation carrier has labels %s, want the scheduler's %s", labelsOf(got), labelsOf(schedLabels))
+	}
+}
+
+// TestLabelsNestedChildEndsJoiner: a child run nested in its joiner's
+// Join that ends the goroutine's run (a runtime.Goexit, or a panic that
+// OnPanic raises) unwinds into the joiner, whose deferred calls must run
+// with the joiner's labels, not the child's (run, which puts them back
+// after a child that returns, is unwound past).
+func TestLabelsNestedChildEndsJoiner(t *testing.T) {
+	for _, end := range []string{"goexit", "panic"} {
+		t.Run(end, func(t *testing.T) {
+			s := newSched(t, Options{Carriers: 1, OnPanic: func(_ *VThread, v any) {
+				if v == "child" {
+					panic("again") // unwinds into the joiner
+				}
+			}})
+			if !s.nest {
+				t.Skip("nothing runs nested on this backend")
+			}
+			var mine unsafe.Pointer
+			deferred := make(chan unsafe.Pointer, 1)
+			parent := goOrFatal(t, s, func(ctx context.Context) error {
+				pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("role", "joiner")))
+				mine = profLabel()
+				defer func() { deferred <- profLabel() }()
+				child, err := s.Go(func(cctx context.Context) error {
+					pprof.SetGoroutineLabels(pprof.WithLabels(cctx, pprof.Labels("role", "child")))
+					if end == "goexit" {
+						runtime.Goexit()
+					}
+					panic("child")
+				})
+				if err != nil {
+					return err
+				}
+				child.Join()
+				return errors.New("the child did not run nested: Join returned")
+			})
+			err := joinWithin(t, parent)
+			if end == "goexit" && !errors.Is(err, ErrGoexit) {
+				t.Fatalf("the joiner's Join = %v, want ErrGoexit", err)
+			}
+			var pe *PanicError
+			if end == "panic" && (!errors.As(err, &pe) || pe.Value != "again") {
+				t.Fatalf("the joiner's Join = %v, want OnPanic's panic", err)
+			}
+			if got := <-deferred; got != mine {
+				t.Errorf("the joiner's deferred call ran with labels %s, want its own %s", labelsOf(got), labelsOf(mine))
+			}
+		})
 	}
 }

@@ -117,6 +117,9 @@ type Scheduler struct {
 	cancel   context.CancelFunc
 	lock     bool
 	carriers []*carrier
+	// labels are the profiler labels of the goroutine that called New,
+	// every carrier's own (labels.go).
+	labels unsafe.Pointer
 	// nest: Join may run a queued virtual thread nested in its caller
 	// (runNested): not in deterministic mode, not on the portable backend.
 	nest bool
@@ -190,6 +193,7 @@ func New(opts Options) (*Scheduler, error) {
 	}
 	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64), monKick: make(chan struct{}, 1)}
 	s.tick.Store(1)
+	s.labels = profLabel()
 	s.ctx, s.cancel = context.WithCancel(parent)
 	s.lock = weft.ActiveBackend() == weft.StackCopying
 	if opts.LockOSThread != nil {
