@@ -189,7 +189,7 @@ func (c *carrier) run(vt *VThread) {
 	}
 	vt.cont.Run(vt)
 	if now := profLabel(); now != own || now != outer {
-		if now != own {
+		if now != own && !vt.cont.IsDone() { // a finished thread needs none
 			vt.keepLabels(now)
 		}
 		if now != outer {
