@@ -32,7 +32,7 @@ func (vt *VThread) labels() unsafe.Pointer {
 }
 
 // keepLabels records l as vt's profiler labels: what the goroutine that
-// ran vt had when vt parked, yielded or ended. Called on that goroutine.
+// ran vt had when vt parked or yielded. Called on that goroutine.
 func (vt *VThread) keepLabels(l unsafe.Pointer) {
 	if r := vt.rare.Load(); r != nil {
 		r.labels = l
