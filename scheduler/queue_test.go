@@ -120,16 +120,7 @@ func TestRunNextThieves(t *testing.T) {
 		n = 20_000
 	}
 	c := newCarrier(&Scheduler{}, 0, false)
-	pool := make([]*VThread, n)
-	for i := range pool {
-		pool[i] = &VThread{id: uint64(i + 1)}
-	}
-	taken := make([]atomic.Int32, n)
-	take := func(vt *VThread) {
-		if vt != nil {
-			taken[vt.id-1].Add(1)
-		}
-	}
+	p := newRunNextPool(n)
 	stop := make(chan struct{})
 	var stolen atomic.Int64
 	var wg sync.WaitGroup
@@ -148,47 +139,92 @@ func TestRunNextThieves(t *testing.T) {
 				}
 				if vt := c.steal(); vt != nil {
 					stolen.Add(1)
-					take(vt)
+					p.take(vt)
 				}
 			}
 		}()
 	}
 	started.Wait()
-	rng := rand.New(rand.NewPCG(5, 6))
-	for i := 0; i < n; {
-		// Mostly one thread at a time, as a spawn that is joined or a
-		// hand-off queues; now and then a few, which go to queue.
-		k := 1
-		if rng.IntN(8) == 0 {
-			k = 1 + rng.IntN(5)
+	// Mostly one thread at a time, as a spawn that is joined or a
+	// hand-off queues; now and then a few, which go to queue.
+	p.drive(c, rand.New(rand.NewPCG(5, 6)), 8, 5, nil)
+	close(stop)
+	wg.Wait()
+	p.finish(t, c)
+	t.Logf("thieves took %d of %d threads", stolen.Load(), n)
+}
+
+// runNextPool is n threads, with IDs 1 to n, for the runnext tests, and
+// how often each has been taken off a carrier.
+type runNextPool struct {
+	vts   []*VThread
+	taken []atomic.Int32
+}
+
+func newRunNextPool(n int) *runNextPool {
+	p := &runNextPool{vts: make([]*VThread, n), taken: make([]atomic.Int32, n)}
+	for i := range p.vts {
+		p.vts[i] = &VThread{id: uint64(i + 1)}
+	}
+	return p
+}
+
+// take counts vt as taken; nil is nothing taken.
+func (p *runNextPool) take(vt *VThread) {
+	if vt != nil {
+		p.taken[vt.id-1].Add(1)
+	}
+}
+
+// drive is c's own goroutine: it queues the pool's threads on c with
+// pushOwn, one at a time, or, one time in moreOneIn, up to maxMore at
+// once, and takes each batch back, newest first, by pop or unqueue at
+// random. spin, if not nil, is called with a random count between the
+// steps, to widen the windows thieves race.
+func (p *runNextPool) drive(c *carrier, rng *rand.Rand, moreOneIn, maxMore int, spin func(int)) {
+	dawdle := func() {
+		if spin != nil {
+			spin(rng.IntN(40) * rng.IntN(2))
 		}
-		batch := pool[i:min(i+k, n)]
+	}
+	for i, n := 0, len(p.vts); i < n; {
+		k := 1
+		if rng.IntN(moreOneIn) == 0 {
+			k = 1 + rng.IntN(maxMore)
+		}
+		batch := p.vts[i:min(i+k, n)]
 		i += len(batch)
 		for _, vt := range batch {
 			c.pushOwn(vt)
+			dawdle()
 		}
 		for j := len(batch) - 1; j >= 0; j-- {
+			dawdle()
 			if rng.IntN(2) == 0 {
 				if c.unqueue(batch[j]) {
-					take(batch[j])
+					p.take(batch[j])
 				}
 			} else {
-				take(c.pop())
+				p.take(c.pop())
 			}
 		}
 	}
-	close(stop)
-	wg.Wait()
+}
+
+// finish takes what is left on c, once the thieves have stopped, and
+// checks that every thread was taken exactly once and that c's queue and
+// runnext agree.
+func (p *runNextPool) finish(t *testing.T, c *carrier) {
+	t.Helper()
 	for vt := c.pop(); vt != nil; vt = c.pop() {
-		take(vt)
+		p.take(vt)
 	}
-	for i := range taken {
-		if got := taken[i].Load(); got != 1 {
+	for i := range p.taken {
+		if got := p.taken[i].Load(); got != 1 {
 			t.Fatalf("thread %d taken %d times, want 1", i+1, got)
 		}
 	}
-	checkRunQueue(t, n, c, nil)
-	t.Logf("thieves took %d of %d threads", stolen.Load(), n)
+	checkRunQueue(t, len(p.vts), c, nil)
 }
 
 // checkQueue checks a queue kept as q[head:] against model, and that no

@@ -113,16 +113,7 @@ func TestRunNextContended(t *testing.T) {
 		n = 20_000
 	}
 	c := newCarrier(&Scheduler{}, 0, false)
-	pool := make([]*VThread, n)
-	for i := range pool {
-		pool[i] = &VThread{id: uint64(i + 1)}
-	}
-	taken := make([]atomic.Int32, n)
-	take := func(vt *VThread) {
-		if vt != nil {
-			taken[vt.id-1].Add(1)
-		}
-	}
+	p := newRunNextPool(n)
 	stop := make(chan struct{})
 	var stolen, stolenSlot atomic.Int64
 	var wg sync.WaitGroup
@@ -150,7 +141,7 @@ func TestRunNextContended(t *testing.T) {
 					if r != rnQueue {
 						stolenSlot.Add(1)
 					}
-					take(vt)
+					p.take(vt)
 				}
 			}
 		}()
@@ -163,39 +154,10 @@ func TestRunNextContended(t *testing.T) {
 			}
 		}
 	}
-	for i := 0; i < n; {
-		k := 1
-		if rng.IntN(4) == 0 {
-			k = 1 + rng.IntN(4)
-		}
-		batch := pool[i:min(i+k, n)]
-		i += len(batch)
-		for _, vt := range batch {
-			c.pushOwn(vt)
-			spin(rng.IntN(40) * rng.IntN(2))
-		}
-		for j := len(batch) - 1; j >= 0; j-- {
-			spin(rng.IntN(40) * rng.IntN(2))
-			if rng.IntN(2) == 0 {
-				if c.unqueue(batch[j]) {
-					take(batch[j])
-				}
-			} else {
-				take(c.pop())
-			}
-		}
-	}
+	p.drive(c, rng, 4, 4, spin)
 	close(stop)
 	wg.Wait()
-	for vt := c.pop(); vt != nil; vt = c.pop() {
-		take(vt)
-	}
-	for i := range taken {
-		if got := taken[i].Load(); got != 1 {
-			t.Fatalf("thread %d taken %d times, want 1", i+1, got)
-		}
-	}
-	checkRunQueue(t, n, c, nil)
+	p.finish(t, c)
 	t.Logf("thieves took %d of %d threads, %d of them from runnext", stolen.Load(), n, stolenSlot.Load())
 }
 
