@@ -49,6 +49,13 @@ func (c *Cont) scMount(owner any) {
 	c.countRun()
 	s := &c.sc
 	slot, prev := gls.Push(&c.local)
+	if c.counted {
+		// mountLabels, unless the goroutine's labels are already the
+		// body's and the ones that scUnmount is to put back (none, say).
+		if cc, l := (*countedCont)(unsafe.Pointer(c)), profLabel(); l != cc.outer || l != cc.labels {
+			c.mountLabels(l)
+		}
+	}
 	pushed, normal := true, false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit
@@ -91,6 +98,11 @@ func (c *Cont) scMount(owner any) {
 		}
 		c.scNested()
 		slot, prev = gls.Push(&c.local)
+		if c.counted { // as at the first pass
+			if cc, l := (*countedCont)(unsafe.Pointer(c)), profLabel(); l != cc.outer || l != cc.labels {
+				c.mountLabels(l)
+			}
+		}
 		pushed = true
 	}
 	c.countYields()
@@ -166,12 +178,24 @@ func (c *Cont) scOnce() {
 		c.parentC = contOf(prev)
 	}
 	c.parentResolved = true
+	if c.counted {
+		c.mountLabels(profLabel())
+	}
 	defer c.scUnmount(slot, prev)
 	c.sc.run()
 }
 
-// scUnmount undoes scOnce's binding and counts what arch.Thaw thawed.
+// scUnmount undoes scOnce's binding, the body's profiler labels included
+// (mountLabels), and counts what arch.Thaw thawed.
 func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
+	if c.counted {
+		// unmountLabels's fast path, written out: the goroutine's labels
+		// are still the body's, which are the goroutine's own.
+		cc := (*countedCont)(unsafe.Pointer(c))
+		if now := profLabel(); now != cc.outer || now != cc.labels {
+			c.unmountLabels(now)
+		}
+	}
 	k := &c.sc.chunk
 	n := c.counters()
 	if t := k.Thawed; t != 0 {

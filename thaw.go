@@ -128,6 +128,7 @@ func (c *Cont) resume() (finished bool) {
 // finish marks c done and drops what it no longer needs.
 func (c *Cont) finish() {
 	c.dropLinks()
+	c.dropLabels()
 	if c.pt != nil {
 		c.pt.next, c.pt.yield = nil, nil
 	}

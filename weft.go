@@ -163,10 +163,26 @@ type counters struct {
 	unwinds, templated        atomic.Uint64
 }
 
-// countedCont is what NewCont allocates: the record and its counters.
+// countedCont is what NewCont allocates: the record, its counters and its
+// body's profiler labels, in the 288-byte size class (TestContSize).
 type countedCont struct {
 	Cont
 	n counters
+
+	// labels are the body's pprof labels while it is suspended, on the
+	// stack-copying backend, where the body runs on the goroutine of
+	// whoever calls Run: mountLabels puts them in that goroutine's g for
+	// the run, unmountLabels takes them back (labels_stackcopy_amd64.go).
+	// On the portable backend the body has a goroutine, and labels, of its
+	// own. Nil unless the body has some; cleared when it ends.
+	labels unsafe.Pointer
+	// outer are the labels of the goroutine that mounted the record, to
+	// put back when it is unmounted; set while mounted, and kept after
+	// only while they are the body's too.
+	outer unsafe.Pointer
+	// leaveLabels: c's executor gives its bodies their labels, as the
+	// scheduler does for virtual threads (LeaveLabels); labels stays nil.
+	leaveLabels bool
 }
 
 // counters returns c's counters, or nil if c does not count.
@@ -177,6 +193,38 @@ func (c *Cont) counters() *counters {
 	return &(*countedCont)(unsafe.Pointer(c)).n
 }
 
+// dropLabels forgets the labels c's body had, and those of the goroutine
+// that last ran it, once it has ended.
+func (c *Cont) dropLabels() {
+	if !c.counted {
+		return
+	}
+	cc := (*countedCont)(unsafe.Pointer(c))
+	if cc.labels != nil {
+		cc.labels = nil
+	}
+	if cc.outer != nil {
+		cc.outer = nil
+	}
+}
+
+// LeaveLabels makes c's body run under the pprof labels of whichever
+// goroutine calls Run, and leave the labels it sets on that goroutine,
+// for an executor that gives its bodies labels itself, as the scheduler
+// gives each virtual thread its own. (By default a record from NewCont
+// carries its body's labels, as a goroutine has its own: the body starts
+// with those of the goroutine that first runs it, keeps those it sets
+// across yields, and the goroutine calling Run has its own back when Run
+// returns. NewUncountedCont's records always leave them.) Call it before
+// the first Run; it holds across Reset. On the portable backend it changes
+// nothing: each body runs on a goroutine of its own, with that goroutine's
+// labels, which it inherits from the goroutine that first runs it.
+func (c *Cont) LeaveLabels() {
+	if c.counted {
+		(*countedCont)(unsafe.Pointer(c)).leaveLabels = true
+	}
+}
+
 // contOf returns the continuation record whose local l is.
 func contOf(l *gls.Local) *Cont { return (*Cont)(unsafe.Pointer(l)) }
 
@@ -184,7 +232,8 @@ func contOf(l *gls.Local) *Cont { return (*Cont)(unsafe.Pointer(l)) }
 var _ [0]struct{} = [unsafe.Offsetof(Cont{}.local)]struct{}{}
 
 // NewCont returns a continuation record that runs body delimited by s,
-// with counters that Stats reports. Nothing runs until the first Run.
+// with counters that Stats reports, and with profiler labels of its own
+// (LeaveLabels). Nothing runs until the first Run.
 func NewCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewCont", s, body)
 	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}}
@@ -196,6 +245,10 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 // allocation per record instead of 288, for an executor that
 // keeps many suspended continuations and reports no Stats of its own. The
 // record's Stats are always zero, and it stays uncounted across Reset.
+// Its body does not carry profiler labels of its own either: on the
+// stack-copying backend it runs under the labels of the goroutine that
+// calls Run and leaves the labels it sets there (LeaveLabels), which the
+// executor must save and restore around each Run, as the scheduler does.
 func NewUncountedCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewUncountedCont", s, body)
 	c := &Cont{contHead: contHead{scope: s}}
@@ -261,6 +314,7 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if n := c.counters(); n != nil {
 		*n = counters{}
 	}
+	c.dropLabels() // finish did; as dropLinks
 	c.sc.body = body
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/pinning"
 )
 
@@ -350,6 +351,65 @@ func TestLabelsNestedChildEndsJoiner(t *testing.T) {
 			}
 			if got := <-deferred; got != mine {
 				t.Errorf("the joiner's deferred call ran with labels %s, want its own %s", labelsOf(got), labelsOf(mine))
+			}
+		})
+	}
+}
+
+// TestLabelsOfContinuationInThread: a generator (continuation.Pull) that a
+// virtual thread pulls from has labels of its own, inside the thread's:
+// the thread keeps its labels at every value, across parks that move it
+// between carriers, while the generator keeps the labels it set, and
+// neither leaks to the other or to the carriers. The thread's continuation
+// leaves labels to the carrier (weft.Cont.LeaveLabels); the generator's,
+// nested in it, carries its own.
+func TestLabelsOfContinuationInThread(t *testing.T) {
+	for _, stats := range []bool{false, true} {
+		t.Run(fmt.Sprintf("contStats=%v", stats), func(t *testing.T) {
+			opts := Options{Carriers: 2}
+			if stats {
+				opts = WithContStats(opts)
+			}
+			s := newSched(t, opts)
+			var failures atomic.Int32
+			fail := func(format string, args ...any) {
+				failures.Add(1)
+				t.Errorf(format, args...)
+			}
+			vt := goOrFatal(t, s, func(ctx context.Context) error {
+				pprof.Do(ctx, pprof.Labels("thread", "puller"), func(context.Context) {
+					mine := profLabel()
+					var gen unsafe.Pointer
+					next, stop := continuation.Pull(func(yield func(int) bool) {
+						pprof.Do(context.Background(), pprof.Labels("gen", "numbers"), func(context.Context) {
+							gen = profLabel()
+							for i := 0; yield(i); i++ {
+								if got := profLabel(); got != gen {
+									fail("the generator after value %d has labels %s, want its own %s", i, labelsOf(got), labelsOf(gen))
+								}
+							}
+						})
+					})
+					defer stop()
+					for i := range 50 {
+						if v, ok := next(); !ok || v != i {
+							fail("next() = %d, %v; want %d, true", v, ok, i)
+							return
+						}
+						if got := profLabel(); got != mine {
+							fail("the thread after value %d has labels %s, want its own %s", i, labelsOf(got), labelsOf(mine))
+							return
+						}
+						Yield()
+						if i%10 == 0 {
+							runtime.GC()
+						}
+					}
+				})
+				return nil
+			})
+			if err := vt.Join(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -377,7 +377,11 @@ func (s *Scheduler) newCont(c *carrier) *weft.Cont {
 		return cont
 	}
 	if s.opts.contStats {
-		return weft.NewCont(vthreadScope, vthreadBody)
+		// Labels are the carrier's business (carrier.run), as with an
+		// uncounted record.
+		cont := weft.NewCont(vthreadScope, vthreadBody)
+		cont.LeaveLabels()
+		return cont
 	}
 	return weft.NewUncountedCont(vthreadScope, vthreadBody)
 }

@@ -1,0 +1,118 @@
+package weft
+
+import (
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"testing"
+	"unsafe"
+
+	"github.com/weftrt/weft/scope"
+)
+
+// The engine's side of a continuation's profiler labels
+// (labels_stackcopy_amd64.go; package continuation's labels_test.go tests
+// what a user sees, on both backends).
+
+// goLabels returns the calling goroutine's profiler labels.
+//
+//go:linkname goLabels runtime/pprof.runtime_getProfLabel
+func goLabels() unsafe.Pointer
+
+// withLabels gives the calling goroutine the labels kv (none if empty)
+// and returns them.
+func withLabels(kv ...string) unsafe.Pointer {
+	ctx := context.Background()
+	if len(kv) > 0 {
+		ctx = pprof.WithLabels(ctx, pprof.Labels(kv...))
+	}
+	pprof.SetGoroutineLabels(ctx)
+	return goLabels()
+}
+
+// TestLeaveLabels: a record that leaves labels to its executor (LeaveLabels,
+// and every NewUncountedCont record) runs its body under the labels of the
+// goroutine that calls Run, and leaves those the body sets there, as the
+// scheduler's carriers expect (they swap a virtual thread's labels in and
+// out themselves). Only on the stack-copying backend: on the portable one
+// the body has a goroutine, and labels, of its own whatever the record.
+func TestLeaveLabels(t *testing.T) {
+	if !useStackCopy {
+		t.Skip("needs the stack-copying backend: on the portable one a body has its own goroutine's labels, whatever the record")
+	}
+	defer pprof.SetGoroutineLabels(context.Background())
+	for _, kind := range []string{"LeaveLabels", "uncounted"} {
+		t.Run(kind, func(t *testing.T) {
+			s := scope.New(t.Name())
+			var set unsafe.Pointer
+			body := func() {
+				set = withLabels("req", "body")
+				Yield(s)
+			}
+			var c *Cont
+			if kind == "LeaveLabels" {
+				c = NewCont(s, body)
+				c.LeaveLabels()
+			} else {
+				c = NewUncountedCont(s, body)
+			}
+			withLabels("who", "runner")
+			c.Run(nil)
+			if got := goLabels(); got != set {
+				t.Errorf("after the yield the runner has %p, want the body's %p: the executor's to restore", got, set)
+			}
+			pprof.SetGoroutineLabels(context.Background())
+			c.Run(nil)
+			if !c.IsDone() {
+				t.Fatal("the body did not end")
+			}
+			if got := goLabels(); got != nil {
+				t.Errorf("after the body's end the runner has %p, want none (what it had when it called Run)", got)
+			}
+			if cc := (*countedCont)(unsafe.Pointer(c)); c.counted && cc.labels != nil {
+				t.Errorf("a record that leaves labels recorded the body's: %p", cc.labels)
+			}
+		})
+	}
+}
+
+// TestLabelsAcrossReset: a record ends with its body's labels dropped, and
+// after a Reset its next body starts with the labels of the goroutine that
+// first runs it, not the previous body's; LeaveLabels holds across Reset.
+func TestLabelsAcrossReset(t *testing.T) {
+	defer pprof.SetGoroutineLabels(context.Background())
+	s := scope.New(t.Name())
+	var seen []string
+	body := func() {
+		seen = append(seen, fmt.Sprint(goLabels()))
+		withLabels("req", fmt.Sprint("body ", len(seen)))
+		Yield(s)
+	}
+	c := NewCont(s, body)
+	cc := (*countedCont)(unsafe.Pointer(c))
+	for round := range 3 {
+		runner := withLabels("who", fmt.Sprint("runner ", round))
+		c.Run(nil)
+		c.Run(nil)
+		if !c.IsDone() {
+			t.Fatalf("round %d: the body did not end", round)
+		}
+		if got := goLabels(); got != runner {
+			t.Errorf("round %d: the runner has %p after the body's end, want its own %p", round, got, runner)
+		}
+		if cc.labels != nil {
+			t.Errorf("round %d: the ended record keeps its body's labels %p", round, cc.labels)
+		}
+		if want := fmt.Sprint(runner); seen[round] != want {
+			t.Errorf("round %d: the body started with labels %s, want the runner's %s", round, seen[round], want)
+		}
+		c.Reset(s, body)
+	}
+	c.LeaveLabels()
+	c.Run(nil)
+	c.Run(nil)
+	c.Reset(s, body)
+	if !cc.leaveLabels {
+		t.Error("Reset cleared LeaveLabels")
+	}
+}
