@@ -37,7 +37,9 @@ func (s *Scheduler) Now() time.Time {
 // other (where real mode's goroutine would be left running). Shutdown does
 // not wait for a timer that has not fired: a real one fires later; a
 // deterministic one still pending when the last virtual thread ends
-// during the Shutdown never fires, as virtual time stops there.
+// during the Shutdown never fires, as virtual time stops there (nor does
+// one already due then: f would start after Shutdown saw the scheduler
+// drained).
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 	if s.det == nil {
 		return time.AfterFunc(d, f)

@@ -330,24 +330,40 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 
 // startFrom is start; whileClosing starts fn even once Shutdown or Close
 // has begun (a deterministic AfterFunc's f, which real mode would run in
-// a goroutine then too, and a draining scheduler waits for). Only the
-// deterministic carrier that fires the timer calls it so, while it is
-// still looking for work: the new thread is live, so the scheduler has
-// not drained, and that carrier runs it. (A timer already due when the
-// last thread ends while closing fires at that carrier's next look: its
-// thread may then start after Shutdown has seen the scheduler drained.)
+// a goroutine then too, and a draining scheduler waits for), unless the
+// scheduler has drained. Only the deterministic carrier that fires the
+// timer calls it so, while it is still looking for work, and that carrier
+// runs the new thread. A timer already due when the last thread ends
+// while closing fires at that carrier's next look, after the scheduler
+// has drained: its f is dropped then, as a timer still pending is (the
+// thread used to start, and was left parked for good if it parked, the
+// carrier having seen the scheduler drained). The check and the count are
+// one step under the detState's lock, with which checkDrained counts and
+// closes allDone in deterministic mode.
 func (s *Scheduler) startFrom(name string, parent context.Context, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
 	if fn == nil {
 		panic("scheduler.Go: nil function")
 	}
 	c := s.runningCarrier()
-	// Counted live before the check, so that Shutdown, which sets closing
-	// before it counts, either waits for this one or is seen.
 	sh := s.shard(c)
-	sh.started.Add(1)
-	if s.closing.Load() && !whileClosing {
-		s.ended(sh)
-		return nil, ErrClosed
+	if whileClosing {
+		d := s.det
+		d.mu.Lock()
+		if s.drained() {
+			d.mu.Unlock()
+			return nil, ErrClosed
+		}
+		sh.started.Add(1)
+		d.mu.Unlock()
+	} else {
+		// Counted live before the check, so that Shutdown, which sets
+		// closing before it counts, either waits for this one or is
+		// seen.
+		sh.started.Add(1)
+		if s.closing.Load() {
+			s.ended(sh)
+			return nil, ErrClosed
+		}
 	}
 	// Every pointer in the literal: while the collector marks, the stores
 	// into the new, zeroed object share one write barrier call, which
@@ -1204,6 +1220,21 @@ func (s *Scheduler) ended(sh *liveShard) {
 // checkDrained closes allDone and wakes the carriers if nothing is live;
 // closing is set.
 func (s *Scheduler) checkDrained() {
+	if d := s.det; d != nil {
+		// One step with the check of a deterministic AfterFunc's start
+		// (startFrom): a thread it starts is counted, or sees allDone
+		// closed and does not start.
+		d.mu.Lock()
+		n := s.liveCount()
+		if n == 0 {
+			s.doneOne.Do(func() { close(s.allDone) })
+		}
+		d.mu.Unlock()
+		if n == 0 {
+			s.wakeAll()
+		}
+		return
+	}
 	if s.liveCount() == 0 {
 		s.doneOne.Do(func() { close(s.allDone) })
 		s.wakeAll()
