@@ -51,3 +51,81 @@ func TestAuditDetDueAfterFuncAtDrain(t *testing.T) {
 		t.Fatalf("after Shutdown returned nil: Live = %d, AfterFunc's f started %v, finished %v", n, started.Load(), finished.Load())
 	}
 }
+
+// In deterministic mode a group's context ends with the scheduler's at
+// the same point of every run: when a virtual thread cancels
+// Options.Context, a child of a group made on another context wakes from
+// SleepContext on its group's context at that virtual time. NewGroup tied
+// the group's context to the scheduler's with context.AfterFunc, whose
+// goroutine cancelled it whenever the Go runtime ran it: the idle carrier
+// had usually jumped the clock to the child's timer first, an hour on.
+func TestAuditDetGroupCancelledWithScheduler(t *testing.T) {
+	const at = time.Second
+	for seed := range uint64(20) {
+		root, cancelRoot := context.WithCancel(context.Background())
+		s := newTest(t, Options{Deterministic: true, Seed: seed, Context: root})
+		var elapsed time.Duration
+		var sleepErr error
+		main := goOrFatal(t, s, func(context.Context) error {
+			g, gctx := s.NewGroup(context.Background())
+			g.Go(func(context.Context) error {
+				start := s.Now()
+				sleepErr = SleepContext(gctx, time.Hour)
+				elapsed = s.Now().Sub(start)
+				return nil
+			})
+			s.Go(func(context.Context) error {
+				Sleep(at)
+				cancelRoot()
+				return nil
+			})
+			return g.Wait()
+		})
+		if err := joinWithin(t, main); err != nil {
+			t.Fatal(err)
+		}
+		if sleepErr != context.Canceled || elapsed != at {
+			t.Fatalf("seed %d: a group child's SleepContext(its group's context, 1h) returned %v after %v; the scheduler's context was cancelled at %v", seed, sleepErr, elapsed, at)
+		}
+	}
+}
+
+// A deterministic group's context is still cancelled with the scheduler's
+// once the carrier has gone: by a draining Shutdown, which cancels the
+// scheduler's context after the carrier has seen the last thread end and
+// exited (as it does when that thread ends on the carrier), and by Close.
+func TestAuditDetGroupCancelledAfterDrain(t *testing.T) {
+	for _, closeIt := range []bool{false, true} {
+		s, err := New(Options{Deterministic: true, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, gctx := s.NewGroup(context.Background())
+		release := make(chan struct{})
+		if err := g.Go(func(context.Context) error {
+			<-release // blocks the carrier until the shutdown has begun
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		shut := make(chan error, 1)
+		go func() {
+			if closeIt {
+				shut <- s.Close()
+			} else {
+				shut <- s.Shutdown(context.Background())
+			}
+		}()
+		for !s.closing.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+		if err := <-shut; err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the group's context to end with the scheduler's", func() bool { return gctx.Err() != nil })
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

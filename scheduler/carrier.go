@@ -158,6 +158,9 @@ func (c *carrier) loop() {
 				return
 			}
 			if s.drained() {
+				if s.det != nil {
+					s.det.exit()
+				}
 				normal = true
 				return
 			}

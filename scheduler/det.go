@@ -20,9 +20,14 @@ type detState struct {
 	now    time.Duration // since the scheduler's epoch
 	timers timerHeap
 	seq    uint64
-	// watches are the contexts virtual threads wait on, in the order
-	// the waits began (watchContext).
+	// watches are the contexts virtual threads wait on, and the
+	// scheduler's context that groups watch, in the order the watches
+	// began (watchContext).
 	watches []*ctxWatch
+	// exited: the carrier has exited, the scheduler drained (exit); a
+	// watch whose context ends after that runs in its AfterFunc's
+	// goroutine.
+	exited bool
 }
 
 // ctxWatch is a deterministic scheduler's watch on a context: f runs on
@@ -42,13 +47,27 @@ type ctxWatch struct {
 // context.AfterFunc(ctx, f) does, and returns a function that stops it
 // and reports whether it did. In deterministic mode f runs on the carrier
 // (see ctxWatch); a context cancelled from outside the scheduler wakes the
-// idle carrier to run it.
+// idle carrier to run it. Once the carrier has exited, the scheduler
+// drained, f runs as context.AfterFunc's would: in the goroutine that
+// wakes the carrier, or, for a context that had ended, as the carrier
+// exits (exit).
 func (s *Scheduler) watchContext(ctx context.Context, f func()) (stop func() bool) {
 	d := s.det
 	if d == nil {
 		return context.AfterFunc(ctx, f)
 	}
-	w := &ctxWatch{ctx: ctx, f: f, wake: context.AfterFunc(ctx, s.wakeOne)}
+	w := &ctxWatch{ctx: ctx, f: f}
+	w.wake = context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		fire := d.exited && !w.done
+		w.done = w.done || fire
+		d.mu.Unlock()
+		if fire {
+			f()
+			return
+		}
+		s.wakeOne()
+	})
 	d.mu.Lock()
 	d.watches = append(d.watches, w)
 	d.mu.Unlock()
@@ -64,13 +83,31 @@ func (s *Scheduler) watchContext(ctx context.Context, f func()) (stop func() boo
 	}
 }
 
+// exit records that the carrier exits, the scheduler having drained, and
+// runs the watches whose contexts have ended: from now on a watch's
+// AfterFunc goroutine runs f (watchContext).
+func (d *detState) exit() {
+	d.mu.Lock()
+	d.exited = true
+	d.mu.Unlock()
+	d.fireContexts()
+}
+
 // fireContexts runs, in the order the waits began, the watches whose
-// contexts have ended, and drops the ones that are done.
+// contexts have ended, and drops the ones that are done; again while one
+// ran, as a watch's f may end the context of another (a group's, when the
+// scheduler's ends), which must not wait for a pick that the clock's jump
+// to a timer would come first.
 func (d *detState) fireContexts() {
+	for d.fireContextsOnce() {
+	}
+}
+
+func (d *detState) fireContextsOnce() bool {
 	d.mu.Lock()
 	if len(d.watches) == 0 {
 		d.mu.Unlock()
-		return
+		return false
 	}
 	var due []*ctxWatch
 	keep := d.watches[:0]
@@ -91,6 +128,7 @@ func (d *detState) fireContexts() {
 		w.wake()
 		w.f()
 	}
+	return len(due) > 0
 }
 
 func (d *detState) push(vt *VThread) {

@@ -36,10 +36,13 @@ type Group struct {
 // the contexts of s's other virtual threads: by Close, by Shutdown (when
 // its context ends first, or once it has drained), and when
 // Options.Context ends. Wait releases what ties the two together, so a
-// group must be waited for.
+// group must be waited for. In deterministic mode the group's context
+// ends at the carrier's first pick after the scheduler's has (watchContext),
+// at the same point of every run with a seed, not whenever a goroutine of
+// context.AfterFunc's gets to it.
 func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
 	gctx, cancel := context.WithCancelCause(ctx)
-	unwatch := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	unwatch := s.watchContext(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 	if s.ctx.Err() != nil {
 		cancel(context.Cause(s.ctx)) // at once, not in AfterFunc's goroutine
 	}
