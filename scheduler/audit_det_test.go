@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,6 +127,26 @@ func TestAuditDetGroupCancelledAfterDrain(t *testing.T) {
 		waitUntil(t, "the group's context to end with the scheduler's", func() bool { return gctx.Err() != nil })
 		if err := g.Wait(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A zero Group, which errgroup.Group's users may expect to work, panics
+// with a message that says to use NewGroup: it was a nil pointer
+// dereference deep in the scheduler (Go) or a call of a nil function
+// (Wait).
+func TestAuditZeroGroupPanicsClearly(t *testing.T) {
+	for name, use := range map[string]func(g *Group){
+		"Go":   func(g *Group) { g.Go(func(context.Context) error { return nil }) },
+		"Wait": func(g *Group) { g.Wait() },
+	} {
+		msg := func() (msg string) {
+			defer func() { msg, _ = recover().(string) }()
+			use(new(Group))
+			return "no panic"
+		}()
+		if !strings.Contains(msg, "NewGroup") {
+			t.Errorf("Group.%s on a zero Group: panic %q, want one that says to use NewGroup", name, msg)
 		}
 	}
 }

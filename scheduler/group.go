@@ -52,6 +52,7 @@ func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
 // Go starts fn in a child virtual thread whose context is the group's. It
 // returns ErrClosed if the scheduler is shutting down.
 func (g *Group) Go(fn func(ctx context.Context) error) error {
+	g.check("Go")
 	vt, err := g.s.start("", g.ctx, g, fn)
 	if err != nil {
 		return err
@@ -63,6 +64,15 @@ func (g *Group) Go(fn func(ctx context.Context) error) error {
 	g.children = append(g.children, vt)
 	g.mu.Unlock()
 	return nil
+}
+
+// check panics, for method op, if g is not one NewGroup made: a zero
+// Group has no scheduler or context (errgroup.Group's zero value is
+// usable, so one is easily declared).
+func (g *Group) check(op string) {
+	if g.s == nil {
+		panic("scheduler: Group." + op + " on a zero Group; make groups with Scheduler.NewGroup")
+	}
 }
 
 // dropFinished removes the finished children from g.children, keeping the
@@ -121,6 +131,7 @@ func (g *Group) fail(err error) {
 // goroutine it blocks. It joins each child with VThread.Join, the last
 // started first, which may run a child inside the caller (see Join).
 func (g *Group) Wait() error {
+	g.check("Wait")
 	for {
 		g.mu.Lock()
 		var vt *VThread
