@@ -54,7 +54,10 @@ var chanIDs atomic.Uint64
 // Waiting senders and receivers are served in FIFO order, so values sent
 // by one sender are received in the order sent. The zero Chan is an open
 // unbuffered channel; NewChan makes buffered ones. Unlike a Go channel, a
-// nil *Chan must not be used (but a Case of a nil *Chan is never ready).
+// nil *Chan must not be used: sending, receiving or closing on one panics
+// with a message that says so, where a nil Go channel blocks for ever (a
+// virtual thread parked for good would be a leak nobody sees). As in Go,
+// a Select case of a nil *Chan is never ready, and Len and Cap are 0.
 type Chan[T any] struct {
 	id     atomic.Uint64 // the select's lock order; 0 until chanID assigns it
 	mu     sync.Mutex
@@ -210,11 +213,21 @@ func NewChan[T any](capacity int) *Chan[T] {
 	return &Chan[T]{buf: make([]T, capacity)}
 }
 
-// Cap returns the channel's buffer capacity.
-func (c *Chan[T]) Cap() int { return len(c.buf) }
+// Cap returns the channel's buffer capacity: 0 for a nil *Chan, as cap
+// of a nil Go channel is.
+func (c *Chan[T]) Cap() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.buf)
+}
 
-// Len returns the number of values buffered in the channel.
+// Len returns the number of values buffered in the channel: 0 for a nil
+// *Chan, as len of a nil Go channel is.
 func (c *Chan[T]) Len() int {
+	if c == nil {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.count
@@ -223,6 +236,10 @@ func (c *Chan[T]) Len() int {
 const (
 	errSendClosed  = "scheduler: send on closed Chan"
 	errCloseClosed = "scheduler: close of closed Chan"
+	errNilSend     = "scheduler: send on a nil *Chan" + nilChanHint
+	errNilRecv     = "scheduler: receive on a nil *Chan" + nilChanHint
+	errNilClose    = "scheduler: close of a nil *Chan" + nilChanHint
+	nilChanHint    = " (make one with NewChan or new(Chan[T]); a Select case of a nil *Chan, never ready, turns the case off)"
 )
 
 // Send sends v, waiting until a receiver takes it or there is room in the
@@ -250,6 +267,9 @@ func (c *Chan[T]) SendContext(ctx context.Context, v T) error {
 }
 
 func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bool {
+	if c == nil {
+		panic(errNilSend)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -373,6 +393,9 @@ func (c *Chan[T]) RecvContext(ctx context.Context) (v T, ok bool, err error) {
 }
 
 func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, ok, ready bool) {
+	if c == nil {
+		panic(errNilRecv)
+	}
 	c.mu.Lock()
 	if v, ok, ready = c.recvLocked(); ready || !block {
 		c.mu.Unlock()
@@ -456,6 +479,9 @@ func (c *Chan[T]) recvLocked() (v T, ok, ready bool) {
 // ok false; waiting senders panic, as in Go. Close panics if the channel
 // is already closed.
 func (c *Chan[T]) Close() {
+	if c == nil {
+		panic(errNilClose)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

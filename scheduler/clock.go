@@ -39,8 +39,16 @@ func (s *Scheduler) Now() time.Time {
 // deterministic one still pending when the last virtual thread ends
 // during the Shutdown never fires, as virtual time stops there (nor does
 // one already due then: f would start after Shutdown saw the scheduler
-// drained).
+// drained). In deterministic mode f, being one of the scheduler's virtual
+// threads, cannot call s.Close or s.Shutdown, which would wait for it
+// (they panic, and so end the program); a timer meant to shut the
+// scheduler down starts a goroutine that does (go s.Close()). AfterFunc
+// panics at once if f is nil, where time.AfterFunc's goroutine would when
+// the timer fired.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
+	if f == nil {
+		panic("scheduler: AfterFunc with a nil function")
+	}
 	if s.det == nil {
 		return time.AfterFunc(d, f)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // handOffAndUnlockAgain locks through lock, queues a virtual thread in
@@ -95,4 +96,62 @@ func TestRWMutexUnlockTwiceWithWriterWaiting(t *testing.T) {
 	handOffAndUnlockAgain(t, rw.Lock, rw.Unlock, rw.TryLock,
 		func() bool { rw.mu.Lock(); defer rw.mu.Unlock(); return !rw.wq.empty() },
 		"Unlock of unlocked RWMutex")
+}
+
+// TestNilChanPanicsClearly: Send, Recv, Close and their variants on a nil
+// *Chan panic with a message that names the mistake, from a goroutine and
+// from a virtual thread (they were a nil pointer dereference inside the
+// lock); Len and Cap are 0, as for a nil Go channel, and a Select case of
+// one is never ready.
+func TestNilChanPanicsClearly(t *testing.T) {
+	var c *Chan[int]
+	ops := map[string]func(){
+		"Send":        func() { c.Send(1) },
+		"TrySend":     func() { c.TrySend(1) },
+		"SendTimeout": func() { c.SendTimeout(1, time.Millisecond) },
+		"SendContext": func() { c.SendContext(context.Background(), 1) },
+		"Recv":        func() { c.Recv() },
+		"TryRecv":     func() { c.TryRecv() },
+		"RecvTimeout": func() { c.RecvTimeout(time.Millisecond) },
+		"RecvContext": func() { c.RecvContext(context.Background()) },
+		"All": func() {
+			for range c.All() {
+			}
+		},
+		"Close": func() { c.Close() },
+	}
+	check := func(where string) {
+		for name, op := range ops {
+			if msg := mustPanic(t, op); !strings.Contains(msg, "nil *Chan") {
+				t.Errorf("%s: %s on a nil *Chan panicked with %q, want a message about a nil *Chan", where, name, msg)
+			}
+		}
+		if c.Len() != 0 || c.Cap() != 0 {
+			t.Errorf("%s: a nil *Chan has Len %d, Cap %d; want 0, 0", where, c.Len(), c.Cap())
+		}
+		if i, _ := TrySelect(RecvCase(c, nil), SendCase(c, 1)); i != -1 {
+			t.Errorf("%s: TrySelect over cases of a nil *Chan chose %d, want none (-1)", where, i)
+		}
+	}
+	check("goroutine")
+	s := newSched(t, Options{Carriers: 1})
+	vt := goOrFatal(t, s, func(context.Context) error {
+		check("virtual thread")
+		return nil
+	})
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAfterFuncNilPanics: AfterFunc with a nil f panics at the call, in
+// both modes, rather than when the timer fires (in real mode, in a
+// goroutine of its own, ending the program).
+func TestAfterFuncNilPanics(t *testing.T) {
+	for _, det := range []bool{false, true} {
+		s := newSched(t, Options{Carriers: 1, Deterministic: det})
+		if msg := mustPanic(t, func() { s.AfterFunc(time.Hour, nil) }); !strings.Contains(msg, "nil function") {
+			t.Errorf("deterministic=%v: AfterFunc(d, nil) panicked with %q, want a message about a nil function", det, msg)
+		}
+	}
 }
