@@ -204,12 +204,19 @@ func pinnedHandler(t *weft.Cont, perr *pinning.Error) {
 // Current returns the innermost continuation of scope s mounted on the
 // calling goroutine, or nil if there is none. It panics with an error
 // wrapping ErrNotInScope if s is nil.
+//
+// In the deferred calls of a dropped continuation, which run after its
+// handle has been collected (see Lifetime), Current of its scope returns
+// nil: there is no handle left to return.
 func Current(s *scope.Scope) *Continuation {
 	t := weft.Current(s)
 	if t == nil {
 		return nil
 	}
-	return t.Owner().(*Continuation)
+	// A continuation unwound after it was dropped is mounted without an
+	// owner: its handle is gone (weft.Cont.Abandon).
+	h, _ := t.Owner().(*Continuation)
+	return h
 }
 
 // Backend describes the backend running continuations in this process and
