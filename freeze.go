@@ -55,6 +55,11 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 			panic(notInScope(s))
 		}
 	}
+	if t != cur && enclosingCancelled(cur, t) {
+		// As above, for a continuation that a deferred call of an
+		// abandoned one is running (nested in it), yielding to it.
+		runtime.Goexit()
+	}
 	for x := cur; ; x = x.parent() {
 		if pinned, pc := x.local.Pinned(); pinned {
 			return t, t.pinnedYield(pinning.CriticalSection, pc)
@@ -101,6 +106,29 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 
 // The functions below build errors off the hot path, so that their frames
 // do not enlarge Yield's, which every suspended body carries on its stack.
+
+// enclosingCancelled reports whether a continuation enclosing cur, up to
+// t, is an abandoned one unwinding (stCancelling): a yield from cur to t
+// would suspend it, and nobody can resume it. A deferred call of such a
+// continuation that runs a nested one can get here. The portable backend
+// would park the bodies and have the unwinding cancel them; the
+// stack-copying one cannot freeze the unwinding frames (runtime.Goexit is
+// a runtime frame) and would take the yield for a pinned one, calling the
+// onPinned handler of a continuation whose handle is gone. Yield unwinds
+// instead, on both.
+//
+//go:noinline
+func enclosingCancelled(cur, t *Cont) bool {
+	for x := cur.parent(); x != nil; x = x.parent() {
+		if state(x.state.Load()) == stCancelling {
+			return true
+		}
+		if x == t {
+			break
+		}
+	}
+	return false
+}
 
 // pinnedYield counts a pinned yield to t and describes it.
 //

@@ -84,3 +84,37 @@ func TestAuditCurrentDuringAbandonment(t *testing.T) {
 	}
 }
 
+
+// TestAuditYieldToAbandonedFromNested: a deferred call of a dropped
+// continuation c, unwinding, runs a nested continuation d whose body
+// yields to c's scope. Nobody can resume c, so the yield unwinds d (its
+// deferred calls run) and c goes on unwinding, as a yield from c's own
+// deferred calls does (docs/limitations.md). The portable backend did
+// so; the stack-copying one could not freeze c's region (the deferred
+// call runs under runtime.Goexit, a runtime frame), took the yield for a
+// pinned one and called c's onPinned handler, whose handle is gone: the
+// process ended with an interface conversion panic.
+func TestAuditYieldToAbandonedFromNested(t *testing.T) {
+	s, si := scope.New("audit-abandon-outer"), scope.New("audit-abandon-inner")
+	var log auditLog
+	done := make(chan struct{})
+	auditAbandon(t, s, done, func() {
+		defer close(done)
+		defer log.add("c: outer deferred call")
+		defer func() {
+			d := continuation.New(si, func() {
+				defer log.add("d: deferred call")
+				log.add("d: yields to c")
+				continuation.Yield(s)
+				log.add("d: resumed")
+			})
+			d.Run()
+			log.add("c: d.Run returned")
+		}()
+		continuation.Yield(s)
+	})
+	want := "[d: yields to c d: deferred call c: outer deferred call]"
+	if got := fmt.Sprint(log.get()); got != want {
+		t.Fatalf("log %s, want %s", got, want)
+	}
+}
