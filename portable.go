@@ -47,6 +47,10 @@ type portableState struct {
 	// calls): iter.Pull carries only the panic to Run's caller, which
 	// raises it again during a Goexit of its own (raiseDuringGoexit).
 	duringGoexit bool
+	// locks is the runtime.LockOSThread calls (less UnlockOSThread
+	// calls) that the body made and did not undo, which its goroutine
+	// undid as it ended (handLocks) for Run's caller to make (takeLocks).
+	locks int32
 }
 
 type request uint8
@@ -68,6 +72,7 @@ func (c *Cont) start() {
 		// (runtime/coro.go): the body goroutine's own, inherited from
 		// the goroutine that first ran it.
 		c.local.Locks = rt.CurLockCount()
+		defer c.pt.handLocks(c.local.Locks) // first in, so last out
 		g := gls.Bind(&c.local)
 		defer gls.Unbind(g)
 		ended := false
@@ -92,6 +97,40 @@ func (c *Cont) start() {
 		c.sc.body()
 		ended = true
 	})
+}
+
+// handLocks runs as the body goroutine ends, however it ends: if the body
+// locked its thread (runtime.LockOSThread) and did not undo it, or undid
+// locks it began with, it puts the goroutine's lock count back to base,
+// the count it began with, and records the difference for takeLocks. The
+// runtime's coroutine switch, which ends the goroutine, throws (a fatal
+// error, not a panic) if the thread locking differs from the coroutine's
+// creation; on the stack-copying backend the body runs on the goroutine
+// that called Run, which keeps the lock, and so it does here: takeLocks
+// makes the calls on that goroutine.
+func (p *portableState) handLocks(base uint32) {
+	for n := rt.CurLockCount(); n != base; {
+		if n > base {
+			runtime.UnlockOSThread()
+			n--
+			p.locks++
+		} else {
+			runtime.LockOSThread()
+			n++
+			p.locks--
+		}
+	}
+}
+
+// takeLocks makes, on the goroutine that called Run, the lock changes the
+// body goroutine undid as it ended (handLocks).
+func (p *portableState) takeLocks() {
+	for ; p.locks > 0; p.locks-- {
+		runtime.LockOSThread()
+	}
+	for ; p.locks < 0; p.locks++ {
+		runtime.UnlockOSThread()
+	}
 }
 
 // unwindingPanic reports whether the deferred call that calls it runs
@@ -271,6 +310,11 @@ func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
 		go func() {
 			defer c.finish()
+			if !useStackCopy {
+				// A body that ends locked leaves the lock to this
+				// goroutine (takeLocks), which ends with it.
+				defer c.pt.takeLocks()
+			}
 			if useStackCopy {
 				c.scCancel()
 				return

@@ -75,6 +75,9 @@ func (c *Cont) mounted(owner any) {
 	normal := false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit
+			if c.pt != nil {
+				c.pt.takeLocks()
+			}
 			duringGoexit := c.pt != nil && c.pt.died && c.pt.duringGoexit
 			c.handPanic()
 			c.finish()
@@ -88,6 +91,7 @@ func (c *Cont) mounted(owner any) {
 	finished := c.resume()
 	normal = true
 	if finished {
+		c.pt.takeLocks()
 		c.finish()
 		return
 	}
