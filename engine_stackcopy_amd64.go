@@ -118,10 +118,18 @@ func (c *Cont) scMount(owner any) {
 // the continuation whose body mounted c, as c ends by a panic: if that
 // panic is the one raised again at c's barrier, it goes on into the
 // parent's frames, and may reach the parent's barrier raised again, as
-// far as that barrier can tell.
+// far as that barrier can tell. It also keeps it for the deferred calls
+// of Run's caller, which see it raised again too, without the frames
+// where it began: c.pt, which this backend does not otherwise use, holds
+// it past finish (which drops c.sc.rare) for scPanicStack, as the
+// portable backend keeps the panic that ended a body for Run's caller.
 func (c *Cont) handCrossed() {
 	r, p := c.sc.rare, c.parentC
-	if r == nil || r.crossedStack == nil || p == nil {
+	if r == nil || r.crossedStack == nil {
+		return
+	}
+	c.pt = &portableState{panicked: r.crossed, panicStack: r.crossedStack}
+	if p == nil {
 		return
 	}
 	pr := p.sc.rareState()

@@ -297,13 +297,20 @@ func goexitAbove(inHost unsafe.Pointer) bool {
 	return false
 }
 
-// scPanicStack is PanicStack on this backend.
+// scPanicStack is PanicStack on this backend: the panic recorded at c's
+// barrier, asked from c's body, or, once a panic raised again at the
+// barrier has ended c's body, the one handCrossed kept for Run's caller.
 func (c *Cont) scPanicStack(v any) []byte {
-	r := c.sc.rare
-	if r == nil || r.crossedStack == nil || !sameInterface(r.crossed, v) || !reraised() {
-		return nil
+	if r := c.sc.rare; r != nil && r.crossedStack != nil && sameInterface(r.crossed, v) {
+		if !reraised() {
+			return nil
+		}
+		return r.crossedStack
 	}
-	return r.crossedStack
+	if p := c.pt; p != nil && p.panicStack != nil && sameInterface(p.panicked, v) && reraised() {
+		return p.panicStack
+	}
+	return nil
 }
 
 // frozenPanicEntry is frozenPanic's entry PC.

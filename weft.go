@@ -360,7 +360,8 @@ func (c *Cont) Owner() any { return c.owner }
 // stack trace, as runtime.Stack formats it, from when the panic first
 // reached the barrier, with those frames; the same trace if it crosses
 // again (another frozen frame with deferred calls further down, or the
-// barrier of the continuation whose body mounted c, after it ended c).
+// barrier of the continuation whose body mounted c, after it ended c),
+// and to the deferred calls of Run's caller once it has ended c's body.
 //
 // On the portable backend each body runs on a goroutine of its own, and a
 // panic that ends one is raised again by Run in the goroutine that called

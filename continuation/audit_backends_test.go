@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 
@@ -213,4 +215,77 @@ func TestAuditBodyEndsWithThreadLockChanged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// auditPanicDeep recurses d frames, each with a deferred call pending,
+// yields to s, and then panics in auditPanicLeaf: on the stack-copying
+// backend the resume thaws only the innermost frames, so the panic
+// reaches frames still frozen with deferred calls pending, and the return
+// barrier raises it again there (docs/design.md).
+//
+//go:noinline
+func auditPanicDeep(s *scope.Scope, d int) {
+	if d == 0 {
+		continuation.Yield(s)
+		auditPanicLeaf()
+	}
+	defer func() { _ = d }()
+	auditPanicDeep(s, d-1)
+}
+
+//go:noinline
+func auditPanicLeaf() { panic(errors.New("audit: deep panic")) }
+
+// TestAuditPanicStackFromRunCaller: the goroutine (or body) that called
+// Run and recovers a panic that ended the body learns where it began,
+// from its own stack or, where that lacks the frames, from PanicStack
+// (docs/api.md: "nil where the deferred call's own stack already shows
+// them"; ExampleContinuation_PanicStack is the pattern). On the
+// stack-copying backend a panic raised again at the return barrier
+// reaches Run's caller without the frames where it began, and PanicStack
+// returned nil there: the body's record of them was dropped when it
+// ended. The portable backend answered.
+func TestAuditPanicStackFromRunCaller(t *testing.T) {
+	const site = "continuation_test.auditPanicLeaf("
+	// where reports whether the deferred call that recovered r from c's
+	// Run can tell where r began.
+	where := func(c *continuation.Continuation, r any) (string, bool) {
+		if st := c.PanicStack(r); st != nil {
+			return "PanicStack", strings.Contains(string(st), site)
+		}
+		return "debug.Stack", strings.Contains(string(debug.Stack()), site)
+	}
+	t.Run("goroutine", func(t *testing.T) {
+		s := scope.New("audit-panicstack")
+		c := continuation.New(s, func() { auditPanicDeep(s, 64) })
+		c.Run()
+		func() {
+			defer func() {
+				r := recover()
+				if from, ok := where(c, r); !ok {
+					t.Errorf("recovered %v; %s does not name %s", r, from, site)
+				}
+			}()
+			c.Run()
+		}()
+	})
+	t.Run("nested", func(t *testing.T) {
+		s, si := scope.New("audit-panicstack-outer"), scope.New("audit-panicstack-inner")
+		var problem string
+		c := continuation.New(s, func() {
+			d := continuation.New(si, func() { auditPanicDeep(si, 64) })
+			d.Run()
+			defer func() {
+				r := recover()
+				if from, ok := where(d, r); !ok {
+					problem = fmt.Sprintf("recovered %v; %s does not name %s", r, from, site)
+				}
+			}()
+			d.Run()
+		})
+		c.Run()
+		if problem != "" {
+			t.Error(problem)
+		}
+	})
 }

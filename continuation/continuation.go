@@ -154,8 +154,10 @@ func (c *Continuation) StackTrace() []runtime.Frame {
 //     that ended a continuation nested in c: the engine raised it again
 //     there, after the frames where it began had unwound.
 //   - Asked from the goroutine that called c's Run, for a panic that
-//     ended c's body, on the portable backend, where the body ran on a
-//     goroutine of its own and Run raised the panic again.
+//     ended c's body: on the portable backend, where the body ran on a
+//     goroutine of its own and Run raised the panic again; on the
+//     stack-copying one, where the panic ended the body after the engine
+//     had raised it again (the first case).
 //
 // v is matched by its interface words, not ==; the answer is nil once c
 // has yielded since. The result must not be modified.
