@@ -90,7 +90,6 @@ func TestAuditCurrentDuringAbandonment(t *testing.T) {
 	}
 }
 
-
 // TestAuditYieldToAbandonedFromNested: a deferred call of a dropped
 // continuation c, unwinding, runs a nested continuation d whose body
 // yields to c's scope. Nobody can resume c, so the yield unwinds d (its
