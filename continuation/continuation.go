@@ -196,8 +196,11 @@ func Yield(s *scope.Scope) bool {
 // is a plain function, so that the engine's record of a continuation does
 // not refer back to the handle (runtime.AddCleanup needs that).
 func pinnedHandler(t *weft.Cont, perr *pinning.Error) {
-	h := t.Owner().(*Continuation)
-	if h.onPinned == nil {
+	// A continuation unwound after it was dropped has no handle (see
+	// Current); Yield unwinds before it could get here, but if it did, the
+	// pinned yield panics as without a handler.
+	h, _ := t.Owner().(*Continuation)
+	if h == nil || h.onPinned == nil {
 		panic(perr)
 	}
 	h.onPinned(h, perr.Reason)
