@@ -3,6 +3,7 @@ package continuation_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"reflect"
 	"runtime"
 	"runtime/pprof"
@@ -234,5 +235,38 @@ func TestReviewLabelsNestedPanicIntoParent(t *testing.T) {
 				}, "who", fmt.Sprint("runner ", r))
 			}
 		})
+	}
+}
+
+// TestReviewLabelsPullStartsAsIterPull: docs/api.md says a body has labels
+// of its own "as a goroutine, or iter.Pull's body, has: it starts with
+// those of the goroutine that first runs it". iter.Pull's body goroutine
+// is created by iter.Pull itself (runtime.newcoro), so it starts with the
+// labels of the goroutine that called iter.Pull, not of the one that
+// first calls next; continuation.Pull's body starts with those of the
+// first next. This test states the iter.Pull behaviour the doc's wording
+// compares with, and fails on both backends: the two differ.
+func TestReviewLabelsPullStartsAsIterPull(t *testing.T) {
+	defer pprof.SetGoroutineLabels(context.Background())
+	atCreate := setLabels("who", "creator")
+	var iterSaw, weftSaw unsafe.Pointer
+	seq := func(saw *unsafe.Pointer) func(func(int) bool) {
+		return func(yield func(int) bool) {
+			*saw = profLabel()
+			yield(1)
+		}
+	}
+	inext, istop := iter.Pull(seq(&iterSaw))
+	wnext, wstop := continuation.Pull(seq(&weftSaw))
+	defer istop()
+	defer wstop()
+	setLabels("who", "first next")
+	inext()
+	wnext()
+	if iterSaw != atCreate {
+		t.Fatalf("iter.Pull's body started with %s, want the creator's %s (the premise)", labelsOf(iterSaw), labelsOf(atCreate))
+	}
+	if weftSaw != iterSaw {
+		t.Errorf("continuation.Pull's body started with %s; iter.Pull's with %s (the creator's)", labelsOf(weftSaw), labelsOf(iterSaw))
 	}
 }
