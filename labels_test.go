@@ -76,21 +76,28 @@ func TestLeaveLabels(t *testing.T) {
 	}
 }
 
-// TestLabelsAcrossReset: a record ends with its body's labels dropped, and
-// after a Reset its next body starts with the labels of the goroutine that
-// first runs it, not the previous body's; LeaveLabels holds across Reset.
+// TestLabelsAcrossReset: a record's body starts with the labels of the
+// goroutine that made the record, or reset it for that body, not those of
+// the goroutine that runs it first; the record ends with its body's
+// labels dropped, the runner having its own back; LeaveLabels holds across
+// Reset, and a record so marked keeps no labels.
 func TestLabelsAcrossReset(t *testing.T) {
 	defer pprof.SetGoroutineLabels(context.Background())
 	s := scope.New(t.Name())
-	var seen []string
+	var seen []unsafe.Pointer
 	body := func() {
-		seen = append(seen, fmt.Sprint(goLabels()))
+		seen = append(seen, goLabels())
 		withLabels("req", fmt.Sprint("body ", len(seen)))
 		Yield(s)
 	}
-	c := NewCont(s, body)
-	cc := (*countedCont)(unsafe.Pointer(c))
+	var c *Cont
 	for round := range 3 {
+		maker := withLabels("who", fmt.Sprint("maker ", round))
+		if round == 0 {
+			c = NewCont(s, body)
+		} else {
+			c.Reset(s, body)
+		}
 		runner := withLabels("who", fmt.Sprint("runner ", round))
 		c.Run(nil)
 		c.Run(nil)
@@ -100,19 +107,24 @@ func TestLabelsAcrossReset(t *testing.T) {
 		if got := goLabels(); got != runner {
 			t.Errorf("round %d: the runner has %p after the body's end, want its own %p", round, got, runner)
 		}
-		if cc.labels != nil {
-			t.Errorf("round %d: the ended record keeps its body's labels %p", round, cc.labels)
+		if cc := (*countedCont)(unsafe.Pointer(c)); cc.labels != nil || cc.outer != nil {
+			t.Errorf("round %d: the ended record keeps labels %p, outer %p", round, cc.labels, cc.outer)
 		}
-		if want := fmt.Sprint(runner); seen[round] != want {
-			t.Errorf("round %d: the body started with labels %s, want the runner's %s", round, seen[round], want)
+		if seen[round] != maker {
+			t.Errorf("round %d: the body started with labels %p, want its maker's %p (not the runner's %p)", round, seen[round], maker, runner)
 		}
-		c.Reset(s, body)
 	}
+	cc := (*countedCont)(unsafe.Pointer(c))
+	withLabels("who", "maker of a record that leaves labels")
+	c.Reset(s, body)
 	c.LeaveLabels()
+	if cc.labels != nil {
+		t.Errorf("LeaveLabels left the record labels %p", cc.labels)
+	}
 	c.Run(nil)
 	c.Run(nil)
 	c.Reset(s, body)
-	if !cc.leaveLabels {
-		t.Error("Reset cleared LeaveLabels")
+	if !cc.leaveLabels || cc.labels != nil {
+		t.Errorf("after Reset: leaveLabels %v, labels %p; want true, nil", cc.leaveLabels, cc.labels)
 	}
 }

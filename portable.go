@@ -68,6 +68,7 @@ func (c *Cont) start() {
 	c.pt = new(portableState)
 	c.pt.next, _ = iter.Pull(func(yield func(struct{}) bool) {
 		c.pt.yield = yield
+		c.startLabels()
 		// The thread locking the runtime requires at every switch
 		// (runtime/coro.go): the body goroutine's own, inherited from
 		// the goroutine that first ran it.

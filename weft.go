@@ -169,12 +169,15 @@ type countedCont struct {
 	Cont
 	n counters
 
-	// labels are the body's pprof labels while it is suspended, on the
+	// labels are the body's pprof labels (labels.go): from the record's
+	// creation those of the goroutine that created it; on the
 	// stack-copying backend, where the body runs on the goroutine of
-	// whoever calls Run: mountLabels puts them in that goroutine's g for
-	// the run, unmountLabels takes them back (labels_stackcopy_amd64.go).
-	// On the portable backend the body has a goroutine, and labels, of its
-	// own. Nil unless the body has some; cleared when it ends.
+	// whoever calls Run, the body's own while it is suspended, which
+	// mountLabels puts in that goroutine's g for the run and
+	// unmountLabels takes back (labels_stackcopy_amd64.go); on the
+	// portable one, where the body has a goroutine and labels of its own,
+	// nil once that goroutine has started with them. Nil unless the body
+	// has some, and once it has ended.
 	labels unsafe.Pointer
 	// outer are the labels of the goroutine that mounted the record, to
 	// put back when it is unmounted; set while mounted, and kept after
@@ -213,15 +216,17 @@ func (c *Cont) dropLabels() {
 // for an executor that gives its bodies labels itself, as the scheduler
 // gives each virtual thread its own. (By default a record from NewCont
 // carries its body's labels, as a goroutine has its own: the body starts
-// with those of the goroutine that first runs it, keeps those it sets
-// across yields, and the goroutine calling Run has its own back when Run
-// returns. NewUncountedCont's records always leave them.) Call it before
-// the first Run; it holds across Reset. On the portable backend it changes
-// nothing: each body runs on a goroutine of its own, with that goroutine's
-// labels, which it inherits from the goroutine that first runs it.
+// with those of the goroutine that created the record, keeps those it
+// sets across yields, and the goroutine calling Run has its own back when
+// Run returns (labels.go). NewUncountedCont's records always leave them.)
+// Call it before the first Run; it holds across Reset. On the portable
+// backend each body runs on a goroutine of its own, which then starts
+// with the labels of the goroutine that first runs it.
 func (c *Cont) LeaveLabels() {
 	if c.counted {
-		(*countedCont)(unsafe.Pointer(c)).leaveLabels = true
+		cc := (*countedCont)(unsafe.Pointer(c))
+		cc.leaveLabels = true
+		cc.labels = nil
 	}
 }
 
@@ -236,7 +241,7 @@ var _ [0]struct{} = [unsafe.Offsetof(Cont{}.local)]struct{}{}
 // (LeaveLabels). Nothing runs until the first Run.
 func NewCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewCont", s, body)
-	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}}
+	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}, labels: profLabel()}
 	cc.sc.body = body
 	return &cc.Cont
 }
@@ -314,7 +319,10 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if n := c.counters(); n != nil {
 		*n = counters{}
 	}
-	c.dropLabels() // finish did; as dropLinks
+	if c.counted { // a virtual thread's record is not
+		c.dropLabels() // finish did; as dropLinks
+		c.createLabels()
+	}
 	c.sc.body = body
 }
 

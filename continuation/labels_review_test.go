@@ -238,14 +238,12 @@ func TestReviewLabelsNestedPanicIntoParent(t *testing.T) {
 	}
 }
 
-// TestReviewLabelsPullStartsAsIterPull: docs/api.md says a body has labels
-// of its own "as a goroutine, or iter.Pull's body, has: it starts with
-// those of the goroutine that first runs it". iter.Pull's body goroutine
-// is created by iter.Pull itself (runtime.newcoro), so it starts with the
+// TestReviewLabelsPullStartsAsIterPull: iter.Pull's body goroutine is
+// created by iter.Pull itself (runtime.newcoro), so it starts with the
 // labels of the goroutine that called iter.Pull, not of the one that
-// first calls next; continuation.Pull's body starts with those of the
-// first next. This test states the iter.Pull behaviour the doc's wording
-// compares with, and fails on both backends: the two differ.
+// first calls next; continuation.Pull's body does the same. (A review
+// found that it started with those of the first next, on both backends,
+// while docs/api.md compared it with iter.Pull's.)
 func TestReviewLabelsPullStartsAsIterPull(t *testing.T) {
 	defer pprof.SetGoroutineLabels(context.Background())
 	atCreate := setLabels("who", "creator")

@@ -14,11 +14,12 @@ import (
 )
 
 // A continuation's body has pprof labels of its own, on both backends, as
-// a goroutine has: it starts with those of the goroutine that first runs
-// it, labels it sets stay with it across yields whoever resumes it, and a
-// goroutine that called Run has its own labels back when Run returns,
-// whether the body yielded, returned, panicked or exited. On the portable
-// backend this is iter.Pull's goroutine doing what goroutines do; on the
+// a goroutine has: it starts with those of the goroutine that created it
+// (New, Pull, NewCoroutine), as a go statement's goroutine and iter.Pull's
+// body do; labels it sets stay with it across yields whoever resumes it;
+// and a goroutine that called Run has its own labels back when Run
+// returns, whether the body yielded, returned, panicked or exited. On the
+// portable backend the body is a goroutine, which starts with them; on the
 // stack-copying one the body runs on the caller's goroutine, and before
 // the engine swapped labels at each mount and unmount, a body that set
 // labels and yielded left them on its caller, and a body resumed
@@ -82,7 +83,7 @@ func (lc *labelChecker) onGoroutine(what string, f func(), kv ...string) {
 }
 
 // TestLabelsFollowContinuation: the body inherits the labels of the
-// goroutine that first runs it, keeps what it sets with pprof.Do across
+// goroutine that creates and first runs it, keeps what it sets with pprof.Do across
 // yields and resumes on goroutines with other labels or none (with the
 // collector run and the stack grown between them), and pprof.Do ends by
 // putting the body's context's labels back on the body, not on whichever
@@ -123,26 +124,30 @@ func TestLabelsFollowContinuation(t *testing.T) {
 }
 
 // TestLabelsUnlabelledBody: a body that never sets labels runs under those
-// of the goroutine that first ran it, wherever it resumes; one first run
-// by a goroutine without labels has none, even when resumed by one that
-// has some.
+// of the goroutine that created it, wherever it runs, the first time
+// included; one created by a goroutine without labels has none, even when
+// run by goroutines that have some, and one created with labels keeps
+// them when run by goroutines that have none.
 func TestLabelsUnlabelledBody(t *testing.T) {
 	defer pprof.SetGoroutineLabels(context.Background())
 	lc := &labelChecker{t: t}
-	for _, firstKV := range [][]string{nil, {"who", "first"}} {
+	for _, makerKV := range [][]string{nil, {"who", "maker"}} {
 		s := scope.New(t.Name())
-		first := setLabels(firstKV...)
+		maker := setLabels(makerKV...)
 		c := continuation.New(s, func() {
 			for r := range 4 {
-				lc.want(fmt.Sprintf("the body (first run by %s) before yield %d", labelsOf(first), r), first)
+				lc.want(fmt.Sprintf("the body (created under %s) before yield %d", labelsOf(maker), r), maker)
 				continuation.Yield(s)
 			}
 		})
-		c.Run()
-		lc.want("the first runner", first)
-		for !c.IsDone() {
-			lc.onGoroutine("a labelled resumer", c.Run, "who", "resumer")
+		var runnerKV []string
+		if makerKV == nil {
+			runnerKV = []string{"who", "runner"}
 		}
+		for !c.IsDone() {
+			lc.onGoroutine("a runner", c.Run, runnerKV...)
+		}
+		lc.want("the maker", maker)
 	}
 }
 
