@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"runtime/pprof"
 	"testing"
 	"time"
 )
@@ -29,6 +31,34 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkLabelledRoundTrip is BenchmarkRoundTrip at depth 1 with pprof
+// labels in use: the goroutine that resumes the body has labels, and the
+// body has others of its own, set before its first suspension. A
+// goroutine or iter.Pull's body keeps its labels in its own g for nothing;
+// weft's stack-copying backend, which runs the body on the resuming
+// goroutine, swaps the two sets at every resume and suspension (docs/api.md,
+// "Profiler labels").
+func BenchmarkLabelledRoundTrip(b *testing.B) {
+	defer pprof.SetGoroutineLabels(context.Background())
+	body := func() {
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("bench", "body")))
+	}
+	for _, pr := range peers {
+		b.Run("impl="+pr.name, func(b *testing.B) {
+			b.ReportAllocs()
+			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("bench", "runner")))
+			p := pr.new(1, body)
+			b.ResetTimer()
+			p.run(b.N)
+			b.StopTimer()
+			if got := p.close(); got != b.N+1 {
+				b.Fatalf("body suspended %d times, want %d", got, b.N+1)
+			}
+			pprof.SetGoroutineLabels(context.Background())
+		})
 	}
 }
 
