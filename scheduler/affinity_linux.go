@@ -9,9 +9,17 @@ import (
 )
 
 // checkAffinity checks that every CPU in cpus is one this process may run on.
+// It reads the affinity on a goroutine of its own: the caller's thread may
+// be bound to fewer CPUs than the process (a virtual thread on a carrier
+// bound to a CPU, a goroutine that locked its thread and bound it), where
+// a new goroutine, which no locked thread runs, gets a thread of the
+// runtime's pool, with the process's affinity (carriers give theirs back
+// before they unlock it).
 func checkAffinity(cpus []int) error {
 	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	errc := make(chan error, 1)
+	go func() { errc <- unix.SchedGetaffinity(0, &set) }()
+	if err := <-errc; err != nil {
 		return fmt.Errorf("scheduler: reading the CPU affinity: %w", err)
 	}
 	for _, c := range cpus {
