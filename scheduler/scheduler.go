@@ -818,6 +818,15 @@ func (vt *VThread) wakeTimer(fired *atomic.Bool) {
 
 // Yield lets other runnable virtual threads run before the caller goes on.
 // From a plain goroutine it calls runtime.Gosched.
+//
+// A virtual thread that cannot be suspended (it is pinned: pinning.Do, a
+// cgo callback, its thread locked...) keeps its carrier: Yield counts the
+// pin in Pins and calls runtime.Gosched, and the others run meanwhile only
+// on other carriers. Unlike a pinned park, a pinned Yield starts no
+// compensation carrier, so with one carrier (or every other one busy) a
+// loop that yields while pinned, waiting for another virtual thread, waits
+// for ever; park instead (a Chan, a WaitGroup, Park), which blocks the
+// carrier and lets a compensation carrier run the others.
 func Yield() {
 	vt := Current()
 	if vt == nil {
