@@ -157,3 +157,37 @@ func TestOwedWakeSurvivesRequeue(t *testing.T) {
 		}
 	}
 }
+
+// A pinned Yield keeps its carrier, so what the yielding virtual thread
+// queued there cannot run on it: the carrier pays the wake-up it owes for
+// it, as a pinned park does, so that an idle carrier takes it at once
+// rather than a monitor tick or two later (an audit found it left to the
+// monitor).
+func TestPinnedYieldPaysOwedWake(t *testing.T) {
+	s := newTest(t, Options{Carriers: 2, MaxCompensation: -1})
+	for round := range 20 {
+		var owedAfter uint64
+		ran := make(chan struct{})
+		vt := goOrFatal(t, s, func(ctx context.Context) error {
+			for s.nidle.Load() == 0 { // the other carrier goes idle
+				runtime.Gosched()
+			}
+			pinning.Do(func() {
+				if _, err := s.Go(func(context.Context) error { close(ran); return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+				Yield() // pinned: keeps the carrier
+				owedAfter = Current().carrier.owed.Load()
+			})
+			<-ran
+			return nil
+		})
+		if err := joinWithin(t, vt); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if owedAfter != 0 {
+			t.Fatalf("round %d: after a pinned Yield the carrier still owes the wake-up for what it queued (owed=%d)", round, owedAfter)
+		}
+	}
+}

@@ -836,6 +836,10 @@ func Yield() {
 	vt.action = actYield
 	if _, perr := weft.Yield(vthreadScope); perr != nil {
 		vt.s.countPin(perr)
+		// What vt queued on its carrier, which it keeps, must not wait
+		// for the monitor: an idle carrier is woken for it now, as a
+		// pinned park does.
+		vt.carrier.payOwed()
 		runtime.Gosched()
 	}
 }
