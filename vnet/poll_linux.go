@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/weftrt/weft/internal/netpoll"
 	"golang.org/x/sys/unix"
@@ -171,6 +172,10 @@ func init() { netpoll.Install(pollNow) }
 // socket of package net does, and calls epoll_wait only when it has
 // events, with a zero timeout.
 func (p *poller) loop() {
+	// The go statement gave this goroutine the profiler labels of whoever
+	// opened the first socket (a request's, a virtual thread's); it serves
+	// every socket until the last closes, so it keeps none.
+	setProfLabel(nil)
 	events := make([]unix.EpollEvent, 256)
 	blocking := p.blocking
 	for {
@@ -212,6 +217,12 @@ func (p *poller) loop() {
 		}
 	}
 }
+
+// setProfLabel sets the calling goroutine's profiler labels, as
+// pprof.SetGoroutineLabels does (and the scheduler's carriers, for theirs).
+//
+//go:linkname setProfLabel runtime/pprof.runtime_setProfLabel
+func setProfLabel(labels unsafe.Pointer)
 
 // stop tells the loop to close its descriptors and exit. Called with
 // pollMu held, once nothing is registered.
