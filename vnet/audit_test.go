@@ -4,6 +4,7 @@ package vnet_test
 
 import (
 	"context"
+	"fmt"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -49,5 +50,65 @@ func TestAuditPollerLabels(t *testing.T) {
 	}
 	if strings.Contains(rec, "vnet_audit") {
 		t.Errorf("the poller's goroutine has the labels of the goroutine that opened the first socket:\n%s", rec)
+	}
+}
+
+// A Write waiting for its turn behind a splicing ReadFrom that is parked
+// on its source (which holds the write lock, so that their bytes do not
+// interleave) still honours the write deadline, as net.Conn's
+// SetWriteDeadline promises for "any currently-blocked Write call": it
+// used to wait, past its deadline, for as long as the source stayed
+// silent.
+func TestAuditWriteBehindSpliceDeadline(t *testing.T) {
+	modes(t, func(t *testing.T, r runner) {
+		a, b := pair(t) // b is the splice's source; a stays silent
+		c, _ := pair(t) // c is its destination
+		r0, _ := vnet.ParkCounts()
+		splice := r.start(t, func() error {
+			n, err := c.ReadFrom(b)
+			if n != 0 || err != nil {
+				return fmt.Errorf("ReadFrom = %d, %v; want 0, nil at the source's end", n, err)
+			}
+			return nil
+		})
+		waitReadParked(r0) // the splice waits on b, holding c's write lock
+		bounded := func(what string, wait func() error) error {
+			t.Helper()
+			ch := make(chan error, 1)
+			go func() { ch <- wait() }()
+			select {
+			case err := <-ch:
+				return err
+			case <-time.After(5 * time.Second):
+				c.Close() // unblocks it
+				<-ch
+				t.Fatalf("%s: still waiting for its turn 5s after its deadline", what)
+				return nil
+			}
+		}
+		// The deadline's timer fires while the Write waits.
+		c.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+		wr := r.start(t, func() error { _, err := c.Write([]byte("x")); return err })
+		if err := bounded("Write", wr); !isTimeout(err) {
+			t.Errorf("Write behind a parked splice, past its deadline: %v, want a timeout", err)
+		}
+		// The deadline moved to the past while the Write waits (or
+		// before it queues).
+		c.SetWriteDeadline(time.Time{})
+		wr = r.start(t, func() error { _, err := c.Write([]byte("y")); return err })
+		c.SetWriteDeadline(time.Now().Add(-time.Second))
+		if err := bounded("Write", wr); !isTimeout(err) {
+			t.Errorf("Write behind a parked splice, deadline moved to the past: %v, want a timeout", err)
+		}
+		a.Close() // the source's end: the splice returns
+		if err := bounded("ReadFrom", splice); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func waitReadParked(r0 uint64) {
+	for r1, _ := vnet.ParkCounts(); r1 == r0; r1, _ = vnet.ParkCounts() {
+		time.Sleep(time.Millisecond)
 	}
 }

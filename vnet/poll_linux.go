@@ -419,8 +419,9 @@ func (pd *pollDesc) shut() bool {
 }
 
 // writeLock takes pd's write lock, parking (or blocking) while another
-// write holds it; it fails once Close has begun. The caller holds a
-// reference. No defer: see waiter.
+// write holds it; it fails once Close has begun, or, while it waits, once
+// the write deadline has passed. The caller holds a reference. No defer:
+// see waiter.
 func (pd *pollDesc) writeLock() error {
 	for {
 		pd.mu.Lock()
@@ -432,6 +433,14 @@ func (pd *pollDesc) writeLock() error {
 			pd.wlocked = true
 			pd.mu.Unlock()
 			return nil
+		}
+		// A write waiting for its turn honours the write deadline, as
+		// one parked on the socket does: the holder may be a splice
+		// parked on its source, which the deadline does not wake. The
+		// deadline's expiry wakes the queue (takeExpired).
+		if pd.w.expired.Load() {
+			pd.mu.Unlock()
+			return errTimeout
 		}
 		// Close sets closedBit before it takes the queue under mu, so
 		// a writer queued here is either woken by it or saw it above.
@@ -596,7 +605,7 @@ func (pd *pollDesc) setDeadline(d *dir, t time.Time) []*waiter {
 	dur := time.Until(t)
 	if dur <= 0 {
 		d.expired.Store(true)
-		return d.take(nil)
+		return pd.takeExpired(d)
 	}
 	d.expired.Store(false)
 	gen := d.gen
@@ -613,7 +622,19 @@ func (pd *pollDesc) expire(d *dir, gen uint64) {
 	}
 	d.expired.Store(true)
 	d.timer = nil
-	ws := d.take(nil)
+	ws := pd.takeExpired(d)
 	pd.mu.Unlock()
 	wakeAll(ws)
+}
+
+// takeExpired returns the waiters that d's deadline passing wakes: those
+// parked on d and, for writes, those waiting for the write lock. Called
+// with pd.mu held.
+func (pd *pollDesc) takeExpired(d *dir) []*waiter {
+	ws := d.take(nil)
+	if d == &pd.w && len(pd.wq) > 0 {
+		ws = append(ws, pd.wq...)
+		pd.wq = nil
+	}
+	return ws
 }

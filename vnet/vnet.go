@@ -315,7 +315,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // socket's send buffer is full. It returns len(p) and nil, or the number of
 // bytes written before an error: the write deadline passed, the connection
 // was closed, or the socket failed. A Write that another is in progress
-// on waits for it to finish (or fail) first.
+// on waits for it to finish (or fail) first, or for the write deadline.
 func (c *Conn) Write(p []byte) (int, error) {
 	if !c.ok() {
 		return 0, syscall.EINVAL
