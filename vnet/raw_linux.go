@@ -137,9 +137,12 @@ func splice(dst, src *netFD, remain int64) (written int64, handled bool, srcErr,
 		return 0, false, nil, nil
 	}
 	spd, dpd := src.pd, dst.pd
-	// dst's write lock, for all of the splice, as package net takes it:
-	// a concurrent Write goes before or after the bytes spliced. Taking
-	// it needs a reference; the splice keeps none while it waits on src.
+	// dst's write lock, for all of the splice (package net's splice takes
+	// it per chunk, internal/poll's splicePump): a concurrent Write goes
+	// before or after the bytes spliced, never among them, as docs/api.md
+	// promises; one with a write deadline gives up at it (writeLock).
+	// Taking it needs a reference; the splice keeps none while it waits
+	// on src.
 	if dstErr = dpd.incref(); dstErr == nil {
 		dstErr = dpd.writeLock()
 		dpd.decref()
