@@ -16,7 +16,8 @@ type Scope struct {
 }
 
 // New returns a new scope. The name is for diagnostics only: it appears in
-// errors, stack traces and String, and need not be unique.
+// the errors that name the scope (misuse panics, *pinning.Error) and in
+// String, and need not be unique.
 func New(name string) *Scope {
 	return &Scope{name: name}
 }
