@@ -50,7 +50,7 @@ func (c *Cont) Run(owner any) {
 
 //go:noinline
 func (c *Cont) doneError() error {
-	return fmt.Errorf("continuation.Run on %v: %w: its body has already returned or panicked (create a new continuation to run it again)", c.scope, ErrDone)
+	return fmt.Errorf("continuation.Run on %v: %w: its body has already returned, panicked or called runtime.Goexit (create a new continuation to run it again)", c.scope, ErrDone)
 }
 
 //go:noinline
