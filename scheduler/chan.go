@@ -206,6 +206,7 @@ func nodeType[T any]() unsafe.Pointer {
 
 // NewChan returns a channel with room for capacity buffered values; 0
 // makes an unbuffered channel, on which a send waits for a receiver.
+// A negative capacity panics, as make does.
 func NewChan[T any](capacity int) *Chan[T] {
 	if capacity < 0 {
 		panic("scheduler: NewChan with a negative capacity")

@@ -598,7 +598,9 @@ func (c *Cond) Broadcast() {
 // thread instead of blocking its carrier. Waiters are served in FIFO
 // order: a large request at the front is not overtaken by smaller ones
 // behind it, so it cannot starve. Make one with NewSemaphore: the zero
-// value has no tokens, so an Acquire of any waits for its context.
+// value has no tokens, so an Acquire of one or more waits for its
+// context. A negative count, given to any of its methods or to
+// NewSemaphore, panics.
 type Semaphore struct {
 	mu         sync.Mutex
 	size, cur  int64
