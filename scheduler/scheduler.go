@@ -88,7 +88,9 @@ type Options struct {
 	// inside pinning.Do, a cgo callback or a reflect call, or with its
 	// thread locked.
 	Deterministic bool
-	Seed          uint64
+	// Seed seeds the deterministic mode's choice of the next virtual
+	// thread; it is unused unless Deterministic is set.
+	Seed uint64
 	// OnPanic, if set, is called with each virtual thread that panicked
 	// and the panic value, before Join returns it. It runs in that
 	// thread's last deferred call, while the panic is being recovered, so
@@ -1003,8 +1005,8 @@ func parkPinned(perr *pinning.Error) {
 // PinSite identifies where virtual threads were pinned: the reason and the
 // function whose frame pinned.
 type PinSite struct {
-	Reason   pinning.Reason
-	Function string
+	Reason   pinning.Reason // why the virtual thread could not be suspended
+	Function string         // the function of the pinning.Error's Frame; "" if unknown
 }
 
 func (s *Scheduler) countPin(perr *pinning.Error) {
@@ -1017,7 +1019,7 @@ func (s *Scheduler) countPin(perr *pinning.Error) {
 // PinEvent is one row of Pins.
 type PinEvent struct {
 	PinSite
-	Count uint64
+	Count uint64 // how many parks and yields pinned there
 }
 
 // Pins returns how many times virtual threads could not be suspended when
