@@ -562,13 +562,13 @@ func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 // function returned, a *PanicError if it panicked, or ErrGoexit. Called
 // from a virtual thread it parks; from a goroutine it blocks.
 //
-// Called from a virtual thread on the stack-copying backend, Join may run
-// vt itself when vt is still queued on the caller's carrier, one of the
-// last queued there (as a fork/join pool runs a queued subtask in its
-// join), and the caller is not inside a continuation of its own making
-// (a continuation.Pull, say): vt then runs inside the caller, on its
-// carrier, until vt finishes or parks, which saves parking the caller and
-// resuming it. Stack traces taken in vt then show the caller's frames
+// Called from a virtual thread on the stack-copying backend, outside
+// deterministic mode, Join may run vt itself when vt is still queued on
+// the caller's carrier, one of the last queued there (as a fork/join
+// pool runs a queued subtask in its join), and the caller is not inside
+// a continuation of its own making (a continuation.Pull, say): vt then
+// runs inside the caller, on its carrier, until vt finishes or parks,
+// which saves parking the caller and resuming it. Stack traces taken in vt then show the caller's frames
 // under vt's; otherwise only runtime.Goexit tells the two apart: it ends
 // the goroutine, so a Goexit in vt, if vt runs inside the caller, ends
 // the caller too (both end with ErrGoexit, and the caller's deferred
