@@ -158,7 +158,8 @@ func (l *Listener) AcceptTCP() (*Conn, error) {
 }
 
 // Close stops listening and wakes every Accept blocked on the listener,
-// which returns net.ErrClosed. Connections already accepted stay open.
+// which returns an error wrapping net.ErrClosed (a *net.OpError).
+// Connections already accepted stay open.
 func (l *Listener) Close() error {
 	if !l.ok() {
 		return syscall.EINVAL
