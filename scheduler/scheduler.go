@@ -568,12 +568,12 @@ func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 // pool runs a queued subtask in its join), and the caller is not inside
 // a continuation of its own making (a continuation.Pull, say): vt then
 // runs inside the caller, on its carrier, until vt finishes or parks,
-// which saves parking the caller and resuming it. Stack traces taken in vt then show the caller's frames
-// under vt's; otherwise only runtime.Goexit tells the two apart: it ends
-// the goroutine, so a Goexit in vt, if vt runs inside the caller, ends
-// the caller too (both end with ErrGoexit, and the caller's deferred
-// calls run). Wait never runs vt itself; use it where a Goexit in vt
-// must leave the caller running.
+// which saves parking the caller and resuming it. Stack traces taken in
+// vt then show the caller's frames under vt's; otherwise only
+// runtime.Goexit tells the two apart: it ends the goroutine, so a Goexit
+// in vt, if vt runs inside the caller, ends the caller too (both end with
+// ErrGoexit, and the caller's deferred calls run). Wait never runs vt
+// itself; use it where a Goexit in vt must leave the caller running.
 func (vt *VThread) Join() error {
 	if vt == nil {
 		nilVThread("Join")
