@@ -232,7 +232,7 @@ func TestWaitGroupGoNil(t *testing.T) {
 	wg.Go(s, nil)
 }
 
-// TestNilVThreadPanicsClearly: Unpark, Join and Wait on a nil *VThread (as
+// TestNilVThreadPanicsClearly: Unpark, Join, Wait and Done on a nil *VThread (as
 // from Current outside a virtual thread) panic with a message that names
 // the method and where nil handles come from, not a nil dereference.
 func TestNilVThreadPanicsClearly(t *testing.T) {
@@ -241,6 +241,7 @@ func TestNilVThreadPanicsClearly(t *testing.T) {
 		"Unpark": func() { vt.Unpark() },
 		"Join":   func() { _ = vt.Join() },
 		"Wait":   func() { _ = vt.Wait(context.Background()) },
+		"Done":   func() { <-vt.Done() },
 	} {
 		func() {
 			defer func() {

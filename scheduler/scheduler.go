@@ -542,6 +542,9 @@ func (vt *VThread) String() string {
 
 // Done returns a channel closed when the virtual thread has finished.
 func (vt *VThread) Done() <-chan struct{} {
+	if vt == nil {
+		nilVThread("Done")
+	}
 	vt.joinMu.Lock()
 	defer vt.joinMu.Unlock()
 	r := vt.rareLocked()
