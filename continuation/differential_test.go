@@ -1,16 +1,19 @@
 package continuation_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scope"
@@ -567,7 +570,46 @@ type diffInterp struct {
 	// A panic raised during a Goexit that began in a continuation's body
 	// left the body (plain run only: plainBody).
 	goexitPanicLeft bool
+
+	// labelCtx holds, per call node, a context with pprof labels of its
+	// own, which its frame sets for its children (frameLabels).
+	labelCtx map[int]context.Context
 }
+
+// frameLabels gives the calling goroutine the pprof labels of call node
+// id, and returns them. Every call frame sets its own for its children and
+// puts its caller's back as it ends, however it ends; the runs check that
+// a frame finds its own after each child, whatever the child suspended
+// and wherever it was resumed, that a nested continuation's body starts
+// with the labels of the code that created it, and that whoever calls
+// Run has its own back after it (docs/api.md, "Profiler labels"). In the
+// plain run these hold by construction; the continuation run holds them
+// only if each body carries its own labels across yields and goroutines.
+func (in *diffInterp) frameLabels(id int) unsafe.Pointer {
+	ctx, ok := in.labelCtx[id]
+	if !ok {
+		if in.labelCtx == nil {
+			in.labelCtx = make(map[int]context.Context)
+		}
+		ctx = pprof.WithLabels(context.Background(), pprof.Labels("diff", strconv.Itoa(id)))
+		in.labelCtx[id] = ctx
+	}
+	pprof.SetGoroutineLabels(ctx)
+	return profLabel()
+}
+
+// wantLabels fails the run if the calling goroutine's labels are not want.
+func (in *diffInterp) wantLabels(want unsafe.Pointer, format string, args ...any) {
+	if got := profLabel(); got != want {
+		in.fail("%s: pprof labels %s, want %s", fmt.Sprintf(format, args...), labelsOf(got), labelsOf(want))
+	}
+}
+
+// setProfLabel sets the calling goroutine's profiler labels, as
+// pprof.SetGoroutineLabels does, from labels profLabel returned.
+//
+//go:linkname setProfLabel runtime/pprof.runtime_setProfLabel
+func setProfLabel(labels unsafe.Pointer)
 
 // diffEnv is what the code at one continuation depth knows.
 type diffEnv struct {
@@ -677,6 +719,11 @@ func (in *diffInterp) callFrame(n *diffNode, e *diffEnv, arg uint64) (res uint64
 	in.frames++
 	myFrames := in.frames
 	normal := false // the body reached its return
+	// The frame's own labels for its children, and its caller's back as
+	// it ends (the first deferred call, so the last to run).
+	outerLabels := profLabel()
+	defer setProfLabel(outerLabels)
+	myLabels := in.frameLabels(n.id)
 	gx := n.deferPanic || n.deferGoexit >= 0 || n.deferNest != nil
 	if gx && n.gxLate {
 		defer func() { in.gxDeferred(n, e, &res) }()
@@ -737,6 +784,7 @@ func (in *diffInterp) callFrame(n *diffNode, e *diffEnv, arg uint64) (res uint64
 
 	for i, k := range n.kids {
 		r := in.exec(k, e, x+uint64(i), p)
+		in.wantLabels(myLabels, "call#%d after child %d", n.id, i)
 		x = diffMix(x, r)
 		s += strconv.Itoa(int(r % 10))
 		sl = append(sl, r)
@@ -873,7 +921,11 @@ func (in *diffInterp) nest(n *diffNode, e *diffEnv, arg uint64) uint64 {
 	}
 	in.suspends[ne.depth] = 0
 	var res uint64
-	body := func() { res = in.body(n.kids, ne, arg) }
+	creator := profLabel()
+	body := func() {
+		in.wantLabels(creator, "nest#%d: the body at its start (its creator's)", n.id)
+		res = in.body(n.kids, ne, arg)
+	}
 	if in.mode == diffPlain {
 		in.plainBody(body)
 	} else {
@@ -881,6 +933,7 @@ func (in *diffInterp) nest(n *diffNode, e *diffEnv, arg uint64) uint64 {
 		ne.conts = append(slices.Clip(e.conts), c)
 		in.drive(c, ne.depth, in.frames, n.crossG)
 	}
+	in.wantLabels(creator, "nest#%d: its creator after the body", n.id)
 	in.ev("N", n.id, int(res%1000))
 	return diffMix(res, arg)
 }
@@ -925,6 +978,7 @@ func diffPanicking() bool {
 func (in *diffInterp) drive(c *continuation.Continuation, depth, base int, elsewhere bool) {
 	in.conts = append(in.conts, c)
 	runs := 0
+	mine := profLabel()
 	for {
 		runs++
 		switch x := in.rng.IntN(8); {
@@ -935,6 +989,7 @@ func (in *diffInterp) drive(c *continuation.Continuation, depth, base int, elsew
 		default:
 			c.Run()
 		}
+		in.wantLabels(mine, "the driver of depth %d after Run %d", depth, runs)
 		if c.IsDone() {
 			break
 		}
