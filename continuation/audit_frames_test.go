@@ -1,0 +1,938 @@
+package continuation_test
+
+import (
+	"fmt"
+	"iter"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+	"weak"
+
+	"github.com/weftrt/weft/continuation"
+	"github.com/weftrt/weft/pinning"
+	"github.com/weftrt/weft/scope"
+)
+
+// An adversarial audit of freeze and thaw: each test yields from a kind of
+// frame, or with a kind of value in its frames, that the stack-copying
+// backend must move intact or pin, resumes on other goroutines (fresh ones
+// with small stacks, ones that first grew their stacks, and the test's own
+// after collections shrank it), collects garbage between every yield and
+// resume and right after every resume, grows the stack below the thawed
+// frames, and checks every value bit for bit. The helpers are prefixed af;
+// gcs* and gc* helpers of the other files are reused. Run them also with
+// GOGC=1 GODEBUG=invalidptr=1,gccheckmark=1,clobberfree=1, WEFT_THAW=eager
+// and WEFT_BACKEND=portable.
+
+// afEnv is one audited body's context: its scope, the seed of its values,
+// and the failures it reports.
+type afEnv struct {
+	t      *testing.T
+	s      *scope.Scope
+	seed   uint64
+	yields atomic.Int64
+	pinned []pinning.Reason
+
+	mu   sync.Mutex
+	errs []string
+}
+
+func (e *afEnv) fail(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.errs) < 12 {
+		e.errs = append(e.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+// check records a failure unless cond holds.
+//
+//go:noinline
+func (e *afEnv) check(cond bool, format string, args ...any) {
+	if !cond {
+		e.fail(format, args...)
+	}
+}
+
+// w is the value of slot k of round r.
+func (e *afEnv) w(r, k int) uint64 { return gcsWord(e.seed, r, k) }
+
+// y suspends the body, then, once resumed, collects garbage and grows the
+// stack below the frames that were just thawed.
+//
+//go:noinline
+func (e *afEnv) y() {
+	if !continuation.Yield(e.s) {
+		e.fail("Yield returned false (pinned)")
+	}
+	e.yields.Add(1)
+	runtime.GC()
+	if b, _ := gcsRecurse(200, e.seed); b != 0 {
+		e.fail("recursion below the thawed frames: %d frames changed", b)
+	}
+	gcGarbage(10)
+}
+
+// afGrowAndRun grows the calling goroutine's stack by depth frames of about
+// 1 KiB, then calls run at the bottom.
+//
+//go:noinline
+func afGrowAndRun(depth int, run func()) int {
+	var pad [128]uint64
+	pad[depth%128] = uint64(depth)
+	if depth > 0 {
+		afGrowAndRun(depth-1, run)
+	} else {
+		run()
+	}
+	return int(pad[depth%128])
+}
+
+// afRunCatch runs c, returning what it panicked with.
+func afRunCatch(c *continuation.Continuation) (p any) {
+	defer func() { p = recover() }()
+	c.Run()
+	return nil
+}
+
+// afDrive runs body in a continuation to completion. Each Run is on a
+// different kind of runner: a fresh goroutine; a fresh goroutine at the
+// bottom of a deep recursion; the test's goroutine after collections shrank
+// its stack; a fresh goroutine while another collects garbage in a loop. It
+// fails the test if any yield pins, unless allowPins, and returns the
+// reasons of the pins.
+func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
+	t.Helper()
+	e := &afEnv{t: t, s: scope.New(t.Name()), seed: seed}
+	c := continuation.New(e.s, func() { body(e) }, continuation.WithOnPinned(func(_ *continuation.Continuation, r pinning.Reason) {
+		e.pinned = append(e.pinned, r)
+	}))
+	var p any
+	for i := 0; !c.IsDone(); i++ {
+		if i > 10000 {
+			t.Fatal("not done after 10,000 Runs")
+		}
+		runtime.GC()
+		gcGarbage(20)
+		switch i % 4 {
+		case 0:
+			done := make(chan struct{})
+			go func() { defer close(done); p = afRunCatch(c) }()
+			<-done
+		case 1:
+			done := make(chan struct{})
+			go func() { defer close(done); afGrowAndRun(300+i%7, func() { p = afRunCatch(c) }) }()
+			<-done
+		case 2:
+			runtime.GC()
+			runtime.GC() // shrinks the test goroutine's stack
+			p = afRunCatch(c)
+		case 3:
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					runtime.GC()
+					gcGarbage(5)
+				}
+			}()
+			done := make(chan struct{})
+			go func() { defer close(done); p = afRunCatch(c) }()
+			<-done
+			close(stop)
+			wg.Wait()
+		}
+		if p != nil {
+			t.Fatalf("Run panicked: %v", p)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.errs) > 0 {
+		t.Errorf("%d failures, first:\n\t%s", len(e.errs), strings.Join(e.errs, "\n\t"))
+	}
+	if e.yields.Load() == 0 {
+		t.Errorf("the body never yielded")
+	}
+	return e
+}
+
+// afNoPins fails the test if a yield of e pinned (on the stack-copying
+// backend; the portable backend pins none of these).
+func afNoPins(t *testing.T, e *afEnv) {
+	t.Helper()
+	if len(e.pinned) != 0 {
+		t.Errorf("%s: yields pinned: %v", continuation.Backend(), e.pinned)
+	}
+}
+
+// ---- Method values, method wrappers, interface calls ----
+
+type afRecv struct {
+	a   uint64
+	box *gcsBox
+	arr [3]*uint64
+	s   string
+}
+
+func afNewRecv(e *afEnv, r int) afRecv {
+	return afRecv{a: e.w(r, 1), box: gcsNewBox(e.seed, r, 2), arr: [3]*uint64{gcsNewWord(e.w(r, 3)), gcsNewWord(e.w(r, 4)), gcsNewWord(e.w(r, 5))}, s: gcsString(e.seed, r, 6)}
+}
+
+func (x *afRecv) ok(e *afEnv, r int, what string) {
+	e.check(x.a == e.w(r, 1), "%s round %d: a", what, r)
+	e.check(gcsBoxOK(x.box, e.seed, r, 2), "%s round %d: box", what, r)
+	for i, p := range x.arr {
+		e.check(p != nil && *p == e.w(r, 3+i), "%s round %d: arr[%d]", what, r, i)
+	}
+	e.check(x.s == gcsString(e.seed, r, 6), "%s round %d: s", what, r)
+}
+
+// ValYield has a value receiver: a method value of it copies the receiver
+// into its closure, and calling it through a pointer goes through an
+// autogenerated wrapper.
+//
+//go:noinline
+func (x afRecv) ValYield(e *afEnv, r int) uint64 {
+	p := &x.arr[r%3] // a pointer into the receiver, which is on the stack
+	e.y()
+	x.ok(e, r, "value receiver")
+	e.check(p == &x.arr[r%3] && gcsOnStack(unsafe.Pointer(p)), "value receiver round %d: pointer into it moved", r)
+	return x.a ^ **p
+}
+
+//go:noinline
+func (x *afRecv) PtrYield(e *afEnv, r int) uint64 {
+	e.y()
+	x.ok(e, r, "pointer receiver")
+	x.a ^= 1
+	return x.a
+}
+
+type afOuter struct {
+	pad uint64
+	afRecv
+	tail *uint64
+}
+
+type afYielder interface {
+	ValYield(e *afEnv, r int) uint64
+}
+
+type afPtrYielder interface {
+	PtrYield(e *afEnv, r int) uint64
+}
+
+// afCallMV calls a method value it is passed; f does not escape, so its
+// closure stays on the caller's stack.
+//
+//go:noinline
+func afCallMV(f func(*afEnv, int) uint64, e *afEnv, r int) uint64 { return f(e, r) }
+
+var afSinkYielder afYielder
+
+func TestAuditFramesMethodValues(t *testing.T) {
+	const rounds = 12
+	e := afDrive(t, 0xaf01, func(e *afEnv) {
+		for r := range rounds {
+			local := afNewRecv(e, r)
+			// A method value with a value receiver, called directly and
+			// through a function that takes it as a func value (the -fm
+			// wrapper's frame is in the region).
+			mv := local.ValYield
+			got := afCallMV(mv, e, r)
+			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "method value: got %#x", got)
+			// A method value with a pointer receiver on a stack local.
+			pv := local.PtrYield
+			got = afCallMV(pv, e, r)
+			e.check(got == e.w(r, 1)^1 && local.a == got, "pointer method value: got %#x, local.a %#x", got, local.a)
+			local.a ^= 1
+			local.ok(e, r, "local after pointer method value")
+			// A method expression, and the autogenerated (*T).M wrapper of
+			// a value method, promoted through an embedded field.
+			out := afOuter{pad: e.w(r, 7), afRecv: afNewRecv(e, r), tail: gcsNewWord(e.w(r, 8))}
+			got = (*afOuter).ValYield(&out, e, r)
+			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "method expression of a promoted method: got %#x", got)
+			got = afCallMV(out.ValYield, e, r)
+			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "promoted method value: got %#x", got)
+			e.check(out.pad == e.w(r, 7) && *out.tail == e.w(r, 8), "outer round %d: fields", r)
+			out.afRecv.ok(e, r, "outer.afRecv")
+			// Interface calls through itabs: a value (boxed) and a pointer.
+			var iv afYielder = afNewRecv(e, r)
+			got = iv.ValYield(e, r)
+			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "interface value call: got %#x", got)
+			hp := &afOuter{afRecv: afNewRecv(e, r)}
+			var ip afPtrYielder = hp // (*afOuter).PtrYield: a promoted-method wrapper
+			got = ip.PtrYield(e, r)
+			e.check(got == e.w(r, 1)^1, "interface pointer call: got %#x", got)
+			afSinkYielder = iv
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Closures ----
+
+//go:noinline
+func afCallU64(f func() uint64) uint64 { return f() }
+
+//go:noinline
+func afCallDeep(depth int, f func() uint64) uint64 {
+	var pad [4]uint64
+	pad[depth%4] = uint64(depth) + 1
+	v := uint64(0)
+	if depth > 0 {
+		v = afCallDeep(depth-1, f)
+	} else {
+		v = f()
+	}
+	if pad[depth%4] != uint64(depth)+1 {
+		return 0xbad
+	}
+	return v
+}
+
+func TestAuditFramesClosures(t *testing.T) {
+	const rounds = 12
+	e := afDrive(t, 0xaf02, func(e *afEnv) {
+		var acc [5]uint64 // captured by reference by every closure below
+		box := gcsNewBox(e.seed, -1, 0)
+		name := gcsString(e.seed, -1, 1)
+		want := [5]uint64{}
+		for r := range rounds {
+			k := r % 5
+			add := func(v uint64) { acc[k] += v } // captures k by value, acc by reference
+			outer := func(depth int) uint64 {
+				q := &acc[(k+1)%5]
+				inner := func() uint64 {
+					add(e.w(r, 1))
+					*q ^= e.w(r, 2)
+					e.y()
+					e.check(gcsBoxOK(box, e.seed, -1, 0), "closure round %d: captured box", r)
+					e.check(name == gcsString(e.seed, -1, 1), "closure round %d: captured string", r)
+					e.check(q == &acc[(k+1)%5] && gcsOnStack(unsafe.Pointer(q)), "closure round %d: pointer into the body's array moved", r)
+					return acc[k] ^ *q
+				}
+				return afCallDeep(depth, inner)
+			}
+			got := outer(r * 3)
+			want[k] += e.w(r, 1)
+			want[(k+1)%5] ^= e.w(r, 2)
+			e.check(acc == want, "closure round %d: acc %x, want %x", r, acc, want)
+			e.check(got == want[k]^want[(k+1)%5], "closure round %d: result %#x", r, got)
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Generics ----
+
+type afGenStack[T any] struct {
+	items []T
+	top   *T
+	local [4]T
+}
+
+//go:noinline
+func (s *afGenStack[T]) pushYield(e *afEnv, v T, depth int) T {
+	s.local[depth%4] = v
+	s.top = &s.local[depth%4]
+	if depth > 0 {
+		return s.pushYield(e, v, depth-1)
+	}
+	e.y()
+	return *s.top
+}
+
+//go:noinline
+func afGenKeep[T any, P interface {
+	*T
+	Sum() uint64
+}](e *afEnv, vals []T, depth int) uint64 {
+	var arr [3]T // a local array of the type parameter's type
+	copy(arr[:], vals)
+	p := P(&arr[depth%3])
+	if depth > 0 {
+		return afGenKeep[T, P](e, vals, depth-1) ^ p.Sum()
+	}
+	var st afGenStack[T]
+	got := st.pushYield(e, vals[0], 3)
+	_ = got
+	return P(&arr[0]).Sum() ^ p.Sum() ^ P(&got).Sum()
+}
+
+type afGenVal struct {
+	p *uint64
+	s string
+	n uint64
+}
+
+func (v *afGenVal) Sum() uint64 {
+	if v.p == nil {
+		return 0xdead
+	}
+	return *v.p ^ v.n ^ diffStrHash(v.s)
+}
+
+type afGenPtr [2]*gcsBox
+
+func (v *afGenPtr) Sum() uint64 {
+	if v[0] == nil || v[1] == nil {
+		return 0xdead
+	}
+	return v[0].tag ^ v[1].tag*3
+}
+
+type afNum interface{ ~uint64 | ~int64 }
+
+//go:noinline
+func afGenSum[S ~[]E, E afNum](e *afEnv, s S) E {
+	var t E
+	for i, v := range s {
+		if i == len(s)/2 {
+			e.y()
+		}
+		t += v
+	}
+	return t
+}
+
+func afGenWant[T any, P interface {
+	*T
+	Sum() uint64
+}](vals []T, depth int) uint64 {
+	arr := [3]T{}
+	copy(arr[:], vals)
+	v := uint64(0)
+	for d := depth; d > 0; d-- {
+		v ^= P(&arr[d%3]).Sum()
+	}
+	return v ^ P(&arr[0]).Sum() ^ P(&arr[0]).Sum() ^ P(&arr[0]).Sum()
+}
+
+func TestAuditFramesGenerics(t *testing.T) {
+	const rounds = 10
+	e := afDrive(t, 0xaf03, func(e *afEnv) {
+		for r := range rounds {
+			vals := []afGenVal{
+				{gcsNewWord(e.w(r, 1)), gcsString(e.seed, r, 2), e.w(r, 3)},
+				{gcsNewWord(e.w(r, 4)), gcsString(e.seed, r, 5), e.w(r, 6)},
+				{gcsNewWord(e.w(r, 7)), gcsString(e.seed, r, 8), e.w(r, 9)},
+			}
+			want := afGenWant[afGenVal](vals, r%4)
+			got := afGenKeep[afGenVal](e, vals, r%4)
+			e.check(got == want, "generic values round %d: %#x, want %#x", r, got, want)
+			boxes := []afGenPtr{
+				{gcsNewBox(e.seed, r, 10), gcsNewBox(e.seed, r, 11)},
+				{gcsNewBox(e.seed, r, 12), gcsNewBox(e.seed, r, 13)},
+				{gcsNewBox(e.seed, r, 14), gcsNewBox(e.seed, r, 15)},
+			}
+			want = afGenWant[afGenPtr](boxes, r%5)
+			got = afGenKeep[afGenPtr](e, boxes, r%5)
+			e.check(got == want, "generic pointers round %d: %#x, want %#x", r, got, want)
+			for i := range boxes {
+				e.check(gcsBoxOK(boxes[i][0], e.seed, r, 10+2*i) && gcsBoxOK(boxes[i][1], e.seed, r, 11+2*i), "generic pointers round %d: box %d", r, i)
+			}
+			type myInts []int64
+			in := myInts{int64(e.w(r, 20)), int64(e.w(r, 21)), int64(e.w(r, 22)), int64(e.w(r, 23))}
+			e.check(afGenSum(e, in) == in[0]+in[1]+in[2]+in[3], "generic sum round %d", r)
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Range-over-func ----
+
+// afSeq yields n heap boxes; between two it keeps state of its own in its
+// frame (a local array and a pointer into it) and, when yieldIn, suspends
+// the continuation itself. It has an open-coded deferred call, which must
+// run exactly once, when the loop ends or breaks.
+func afSeq(e *afEnv, r, n int, yieldIn bool, deferred *int) iter.Seq2[int, *gcsBox] {
+	return func(yield func(int, *gcsBox) bool) {
+		defer func() { *deferred++ }()
+		var st [4]uint64
+		p := &st[r%4]
+		for i := range n {
+			*p += e.w(r, 100+i)
+			if yieldIn && i%2 == 1 {
+				e.y()
+			}
+			if !yield(i, gcsNewBox(e.seed, r, 200+i)) {
+				break
+			}
+		}
+		e.check(p == &st[r%4] && gcsOnStack(unsafe.Pointer(p)), "range-over-func round %d: iterator's pointer into its frame moved", r)
+	}
+}
+
+func TestAuditFramesRangeFunc(t *testing.T) {
+	const rounds = 10
+	e := afDrive(t, 0xaf04, func(e *afEnv) {
+		for r := range rounds {
+			var seen [8]uint64 // written by the loop body through its closure
+			outerBox := gcsNewBox(e.seed, r, 1)
+			deferred := 0
+			count := 0
+			n := 3 + r%5
+			for i, b := range afSeq(e, r, n, r%2 == 0, &deferred) {
+				e.check(gcsBoxOK(b, e.seed, r, 200+i), "range-over-func round %d: element %d before the yield", r, i)
+				e.y()
+				e.check(gcsBoxOK(b, e.seed, r, 200+i), "range-over-func round %d: element %d after the yield", r, i)
+				e.check(gcsBoxOK(outerBox, e.seed, r, 1), "range-over-func round %d: the body's box", r)
+				seen[i] = b.tag
+				count++
+				// Nested range-over-func, breaking out of both from the inner.
+				if i == n-2 {
+					inner := 0
+					for j, c := range afSeq(e, r+100, 4, false, &deferred) {
+						e.y()
+						e.check(gcsBoxOK(c, e.seed, r+100, 200+j), "nested range-over-func round %d: element %d", r, j)
+						inner++
+						if j == 1 {
+							break
+						}
+					}
+					e.check(inner == 2, "nested range-over-func round %d: %d iterations", r, inner)
+				}
+				if r%3 == 0 && i == n-1 {
+					break
+				}
+			}
+			e.check(count == n, "range-over-func round %d: %d iterations, want %d", r, count, n)
+			e.check(deferred == 2, "range-over-func round %d: iterators' deferred calls ran %d times, want 2", r, deferred)
+			for i := range n {
+				e.check(seen[i] == e.w(r, 200+i), "range-over-func round %d: seen[%d]", r, i)
+			}
+		}
+	})
+	afNoPins(t, e)
+}
+
+// A defer in a range-over-func loop body is attached to the enclosing
+// function's frame as a runtime defer record (deferprocat): a yield in the
+// loop body, or after the loop in the same function, must pin.
+func TestAuditFramesRangeFuncDeferPins(t *testing.T) {
+	seq := func(yield func(int) bool) {
+		for i := range 2 {
+			if !yield(i) {
+				return
+			}
+		}
+	}
+	pinCheck(t, pinScenario{
+		reason: pinning.DeferRecord,
+		provoke: func(yield func()) int {
+			n := 0
+			func() {
+				for i := range seq {
+					defer func() { n += 10 }()
+					if i == 1 {
+						yield()
+					}
+					n++
+				}
+			}()
+			return n
+		},
+		want: 22,
+	})
+	pinCheck(t, pinScenario{
+		reason: pinning.DeferRecord,
+		provoke: func(yield func()) int {
+			n := 0
+			func() {
+				for range seq {
+					defer func() { n += 10 }()
+					n++
+				}
+				yield()
+			}()
+			return n
+		},
+		want: 22,
+	})
+}
+
+// ---- Deferred calls and recover ----
+
+// afDeferYield yields from an open-coded deferred call during a normal
+// return, with another deferred call still pending in the same frame, and
+// recover pending in a frame further out.
+//
+//go:noinline
+func afDeferYield(e *afEnv, r int, log *[]string) (res uint64) {
+	local := e.w(r, 1)
+	box := gcsNewBox(e.seed, r, 2)
+	defer func() {
+		*log = append(*log, "outer")
+		e.check(res == e.w(r, 3), "deferred round %d: result seen by the outer deferred call %#x", r, res)
+		res ^= local
+	}()
+	defer func() {
+		*log = append(*log, "inner")
+		e.y()
+		e.check(gcsBoxOK(box, e.seed, r, 2), "deferred round %d: box captured by the deferred call", r)
+		e.check(local == e.w(r, 1), "deferred round %d: local captured by the deferred call", r)
+		res = e.w(r, 3)
+	}()
+	return 7
+}
+
+//go:noinline
+func afRecoverOuter(e *afEnv, r, depth int) (v any, ok bool) {
+	defer func() {
+		v = recover()
+		ok = true
+	}()
+	afPanicDeep(e, r, depth)
+	return nil, false
+}
+
+//go:noinline
+func afPanicDeep(e *afEnv, r, depth int) {
+	var pad [8]uint64
+	pad[depth%8] = e.w(r, depth)
+	if depth > 0 {
+		afPanicDeep(e, r, depth-1)
+	} else {
+		e.y()
+		panic(gcsNewBox(e.seed, r, 50))
+	}
+	e.fail("round %d: returned from under a panic", r)
+}
+
+func TestAuditFramesDeferRecover(t *testing.T) {
+	const rounds = 12
+	e := afDrive(t, 0xaf05, func(e *afEnv) {
+		for r := range rounds {
+			var log []string
+			got := afDeferYield(e, r, &log)
+			e.check(got == e.w(r, 3)^e.w(r, 1), "deferred round %d: result %#x", r, got)
+			e.check(strings.Join(log, ",") == "inner,outer", "deferred round %d: order %v", r, log)
+			// recover in a frame frozen under the yield, for a panic raised
+			// after the resume, at every depth relative to record cuts.
+			v, ok := afRecoverOuter(e, r, r*2)
+			b, isBox := v.(*gcsBox)
+			e.check(ok && isBox && gcsBoxOK(b, e.seed, r, 50), "recover round %d: %v %v", r, v, ok)
+			// A recover that returned nil (no panic), then a yield.
+			func() {
+				defer func() {
+					if x := recover(); x != nil {
+						e.fail("recover round %d: %v", r, x)
+					}
+				}()
+				e.y()
+			}()
+			e.y()
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Variadic calls, stack objects among the arguments ----
+
+//go:noinline
+func afVariadic(e *afEnv, r int, ps ...*uint64) uint64 {
+	e.y()
+	v := uint64(0)
+	for i, p := range ps {
+		if p == nil {
+			e.fail("variadic round %d: nil element %d", r, i)
+			continue
+		}
+		v ^= *p * uint64(i+1)
+	}
+	return v
+}
+
+// afArgObj takes an array by value (stack-assigned arguments) and keeps a
+// pointer into it: a stack object in its argument area, which lies in its
+// caller's frame.
+//
+//go:noinline
+func afArgObj(e *afEnv, r int, a [5]*uint64, depth int) uint64 {
+	p := &a[depth%5]
+	v := uint64(0)
+	if depth > 0 {
+		b := a
+		b[(depth+1)%5] = gcsNewWord(e.w(r, 300+depth))
+		v = afArgObj(e, r, b, depth-1)
+	} else {
+		e.y()
+	}
+	if p != &a[depth%5] || !gcsOnStack(unsafe.Pointer(p)) {
+		e.fail("argument object round %d depth %d: pointer into it moved", r, depth)
+	}
+	return v ^ **p
+}
+
+func afArgObjWant(e *afEnv, r int, a [5]*uint64, depth int) uint64 {
+	v := uint64(0)
+	for d := depth; d >= 0; d-- {
+		v ^= *a[d%5]
+		if d > 0 {
+			a[(d+1)%5] = gcsNewWord(e.w(r, 300+d))
+		}
+	}
+	return v
+}
+
+func TestAuditFramesVariadicAndArgObjects(t *testing.T) {
+	const rounds = 12
+	e := afDrive(t, 0xaf06, func(e *afEnv) {
+		for r := range rounds {
+			x, y := e.w(r, 1), e.w(r, 2)
+			h := gcsNewWord(e.w(r, 3))
+			got := afVariadic(e, r, &x, h, &y, &x)
+			want := x ^ *h*2 ^ y*3 ^ x*4
+			e.check(got == want, "variadic round %d: %#x, want %#x", r, got, want)
+			var a [5]*uint64
+			for i := range a {
+				a[i] = gcsNewWord(e.w(r, 10+i))
+			}
+			want = afArgObjWant(e, r, a, r*2)
+			got = afArgObj(e, r, a, r*2)
+			e.check(got == want, "argument objects round %d: %#x, want %#x", r, got, want)
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Pointers into stack objects made by unsafe arithmetic ----
+
+func TestAuditFramesUnsafeInterior(t *testing.T) {
+	const rounds = 10
+	e := afDrive(t, 0xaf07, func(e *afEnv) {
+		for r := range rounds {
+			var arr [16]uint64
+			var ptrs [4]*gcsBox
+			for i := range arr {
+				arr[i] = e.w(r, i)
+			}
+			for i := range ptrs {
+				ptrs[i] = gcsNewBox(e.seed, r, 40+i)
+			}
+			base := unsafe.Pointer(&arr[0])
+			last := (*uint64)(unsafe.Add(base, 15*8)) // the last word of the object
+			mid := (*[4]uint64)(unsafe.Add(base, 4*8))
+			sl := unsafe.Slice(&arr[3], 10)
+			pp := (**gcsBox)(unsafe.Add(unsafe.Pointer(&ptrs), 3*8))
+			e.y()
+			e.check(gcsOnStack(unsafe.Pointer(last)) && last == &arr[15] && *last == e.w(r, 15), "unsafe round %d: pointer to the last word", r)
+			e.check(unsafe.Pointer(mid) == unsafe.Pointer(&arr[4]) && mid[3] == e.w(r, 7), "unsafe round %d: interior array pointer", r)
+			e.check(unsafe.SliceData(sl) == &arr[3] && len(sl) == 10 && sl[9] == e.w(r, 12), "unsafe round %d: slice of the local", r)
+			e.check(pp == &ptrs[3] && gcsBoxOK(*pp, e.seed, r, 43), "unsafe round %d: pointer into a pointer array", r)
+			for i := range ptrs {
+				e.check(gcsBoxOK(ptrs[i], e.seed, r, 40+i), "unsafe round %d: ptrs[%d]", r, i)
+			}
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Channels, select, timers ----
+
+//go:noinline
+func afChanFrame(e *afEnv, r int, ch chan *gcsBox, tick *time.Timer) uint64 {
+	var got *gcsBox
+	p := &got // address-taken: the receive writes through a pointer into this frame
+	ch <- gcsNewBox(e.seed, r, 1)
+	select {
+	case *p = <-ch:
+	case <-tick.C:
+		e.fail("chan round %d: timer fired", r)
+	}
+	e.y()
+	e.check(gcsBoxOK(got, e.seed, r, 1), "chan round %d: received box", r)
+	// A receive into an address-taken local, then a yield while a
+	// sender waits on the channel with a value from this frame.
+	done := make(chan struct{})
+	v := gcsNewBox(e.seed, r, 2)
+	go func() { defer close(done); ch <- v }()
+	e.y()
+	x := <-ch
+	<-done
+	e.check(x == v && gcsBoxOK(x, e.seed, r, 2), "chan round %d: value from a blocked sender", r)
+	time.Sleep(time.Microsecond)
+	e.y()
+	return got.tag ^ x.tag
+}
+
+func TestAuditFramesChannels(t *testing.T) {
+	const rounds = 8
+	e := afDrive(t, 0xaf08, func(e *afEnv) {
+		ch := make(chan *gcsBox, 1)
+		tick := time.NewTimer(time.Hour)
+		defer tick.Stop()
+		for r := range rounds {
+			got := afChanFrame(e, r, ch, tick)
+			e.check(got == e.w(r, 1)^e.w(r, 2), "chan round %d: %#x", r, got)
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Finalizers, cleanups, weak pointers, sync.Pool ----
+
+type afFinal struct {
+	v   uint64
+	pad [6]uint64
+}
+
+func TestAuditFramesFinalizersAndWeak(t *testing.T) {
+	const rounds = 6
+	var finalized, cleaned atomic.Int64
+	var pool sync.Pool
+	e := afDrive(t, 0xaf09, func(e *afEnv) {
+		for r := range rounds {
+			f := &afFinal{v: e.w(r, 1)}
+			runtime.SetFinalizer(f, func(*afFinal) { finalized.Add(1) })
+			c := &afFinal{v: e.w(r, 2)}
+			runtime.AddCleanup(c, func(n *atomic.Int64) { n.Add(1) }, &cleaned)
+			wk := weak.Make(c)
+			pooled, _ := pool.Get().(*afFinal)
+			if pooled == nil {
+				pooled = new(afFinal)
+			}
+			pooled.v = e.w(r, 3)
+			for range 3 {
+				e.y() // runs the collector several times while suspended
+			}
+			e.check(f.v == e.w(r, 1), "finalizer round %d: object changed", r)
+			e.check(c.v == e.w(r, 2), "cleanup round %d: object changed", r)
+			e.check(wk.Value() == c, "weak round %d: weak pointer lost its object while it was live in frozen frames", r)
+			e.check(pooled.v == e.w(r, 3), "pool round %d: pooled object changed", r)
+			e.check(finalized.Load() <= int64(r) && cleaned.Load() <= int64(r), "round %d: %d finalizers and %d cleanups ran for objects still live", r, finalized.Load(), cleaned.Load())
+			runtime.KeepAlive(f)
+			runtime.KeepAlive(c)
+			pool.Put(pooled)
+		}
+	})
+	afNoPins(t, e)
+	if !gcPollUntil(leakPatience, func() bool { return finalized.Load() == rounds && cleaned.Load() == rounds }) {
+		t.Errorf("%d finalizers and %d cleanups ran, want %d each", finalized.Load(), cleaned.Load(), rounds)
+	}
+}
+
+// ---- Deep recursion, big frames, changing depths ----
+
+// afDeep recurses to depth with a frame of size words (an address-taken
+// array), yields at the bottom times times, and checks every frame's locals
+// on the way up. Each frame also holds a closure over its own array that a
+// frame further down calls.
+//
+//go:noinline
+func afDeep(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
+	var small [4]uint64
+	small[depth%4] = e.w(r, 500+depth)
+	mine := gcsNewWord(e.w(r, 600+depth))
+	get := func() uint64 { return small[depth%4] }
+	var v uint64
+	switch {
+	case depth > 0 && depth%7 == 0 && big > 0:
+		v = afDeepBig(e, r, depth-1, big, times, get)
+	case depth > 0:
+		v = afDeep(e, r, depth-1, big, times, get)
+	default:
+		for range times {
+			e.y()
+		}
+	}
+	if up != nil {
+		v ^= up()
+	}
+	e.check(small[depth%4] == e.w(r, 500+depth) && *mine == e.w(r, 600+depth), "deep round %d: frame at depth %d changed", r, depth)
+	return v ^ *mine
+}
+
+//go:noinline
+func afDeepBig(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
+	var arr [2048]uint64 // 16 KiB
+	n := min(big, len(arr))
+	for i := range n {
+		arr[i] = e.w(r, 1000+i)
+	}
+	p := &arr[n-1]
+	v := afDeep(e, r, depth, big, times, up)
+	for i := range n {
+		if arr[i] != e.w(r, 1000+i) {
+			e.fail("deep round %d: big frame above depth %d: word %d changed", r, depth, i)
+			break
+		}
+	}
+	e.check(p == &arr[n-1], "deep round %d: pointer into the big frame moved", r)
+	return v
+}
+
+func afDeepWant(e *afEnv, r, depth int) uint64 {
+	v := uint64(0)
+	for d := 0; d <= depth; d++ {
+		v ^= e.w(r, 600+d)
+		if d < depth {
+			v ^= e.w(r, 500+d+1)
+		}
+	}
+	return v
+}
+
+func TestAuditFramesDeepChangingDepth(t *testing.T) {
+	depths := []int{1, 40, 3, 300, 17, 1000, 2, 64, 9, 500}
+	e := afDrive(t, 0xaf0a, func(e *afEnv) {
+		for r, d := range depths {
+			big := 0
+			if r%2 == 1 {
+				big = 2048
+			}
+			got := afDeep(e, r, d, big, 1+r%3, nil)
+			want := afDeepWant(e, r, d)
+			e.check(got == want, "deep round %d (depth %d): %#x, want %#x", r, d, got, want)
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- Yield from a deferred call run during a normal return, deep ----
+
+//go:noinline
+func afDeferDeep(e *afEnv, r, depth int) (out uint64) {
+	mine := gcsNewBox(e.seed, r, 700+depth)
+	defer func() {
+		if depth%3 == 0 {
+			e.y()
+		}
+		e.check(gcsBoxOK(mine, e.seed, r, 700+depth), "deferred deep round %d: box at depth %d", r, depth)
+		out ^= mine.tag
+	}()
+	if depth > 0 {
+		return afDeferDeep(e, r, depth-1)
+	}
+	e.y()
+	return 0
+}
+
+func TestAuditFramesDeferDeep(t *testing.T) {
+	const rounds = 6
+	e := afDrive(t, 0xaf0b, func(e *afEnv) {
+		for r := range rounds {
+			d := 5 + r*7
+			got := afDeferDeep(e, r, d)
+			want := uint64(0)
+			for i := 0; i <= d; i++ {
+				want ^= e.w(r, 700+i)
+			}
+			e.check(got == want, "deferred deep round %d: %#x, want %#x", r, got, want)
+		}
+	})
+	afNoPins(t, e)
+}
