@@ -3,6 +3,7 @@ package continuation_test
 import (
 	"fmt"
 	"iter"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ type afEnv struct {
 	seed   uint64
 	yields atomic.Int64
 	pinned []pinning.Reason
+	stats  continuation.Stats // the continuation's, once done
 
 	mu   sync.Mutex
 	errs []string
@@ -157,6 +159,7 @@ func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
 			t.Fatalf("Run panicked: %v", p)
 		}
 	}
+	e.stats = c.Stats()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.errs) > 0 {
@@ -638,6 +641,10 @@ func TestAuditFramesDeferRecover(t *testing.T) {
 		}
 	})
 	afNoPins(t, e)
+	t.Logf("%s: %+v", continuation.Backend(), e.stats)
+	if gcsStackCopy() && e.stats.Unwinds == 0 && os.Getenv("WEFT_THAW") != "eager" {
+		t.Errorf("no panic crossed the return barrier: the test no longer tests what it says")
+	}
 }
 
 // ---- Variadic calls, stack objects among the arguments ----
@@ -932,6 +939,88 @@ func TestAuditFramesDeferDeep(t *testing.T) {
 				want ^= e.w(r, 700+i)
 			}
 			e.check(got == want, "deferred deep round %d: %#x, want %#x", r, got, want)
+		}
+	})
+	afNoPins(t, e)
+}
+
+// ---- A deferred call that yields during a normal return, then panics ----
+
+// afPanicAfterYield is deferred by afExitPanic as a plain function call (no
+// closure over the deferring frame, so the thaw policy need not keep the
+// two in one record): it yields, and after the resume panics with a box.
+//
+//go:noinline
+func afPanicAfterYield(e *afEnv, r int, mine *gcsBox) {
+	var pad [4]uint64
+	pad[r%4] = e.w(r, 800)
+	e.y()
+	e.check(pad[r%4] == e.w(r, 800) && gcsBoxOK(mine, e.seed, r, 801), "exit panic round %d: deferred call's locals", r)
+	panic(gcsNewBox(e.seed, r, 802))
+}
+
+// afExitPanic returns normally; its last deferred call to run yields, and
+// panics after the resume, and its first recovers that panic: the panic
+// happens in frames thawed above afExitPanic's, which may still be frozen
+// below the barrier, in the middle of its exit sequence.
+//
+//go:noinline
+func afExitPanic(e *afEnv, r, depth int) (v any, res uint64) {
+	if depth > 0 {
+		return afExitPanic(e, r, depth-1)
+	}
+	local := gcsNewBox(e.seed, r, 803)
+	defer func() {
+		v = recover()
+		res ^= local.tag
+	}()
+	defer afPanicAfterYield(e, r, gcsNewBox(e.seed, r, 801))
+	return nil, e.w(r, 804)
+}
+
+func TestAuditFramesExitSequencePanic(t *testing.T) {
+	const rounds = 10
+	e := afDrive(t, 0xaf0c, func(e *afEnv) {
+		for r := range rounds {
+			v, res := afExitPanic(e, r, r%4)
+			b, ok := v.(*gcsBox)
+			e.check(ok && gcsBoxOK(b, e.seed, r, 802), "exit panic round %d: recovered %v", r, v)
+			e.check(res == e.w(r, 804)^e.w(r, 803), "exit panic round %d: result %#x", r, res)
+			e.y()
+		}
+	})
+	afNoPins(t, e)
+	t.Logf("%s: %+v", continuation.Backend(), e.stats)
+	if gcsStackCopy() && e.stats.Unwinds == 0 && os.Getenv("WEFT_THAW") != "eager" {
+		t.Errorf("no panic crossed the return barrier: the test no longer tests what it says")
+	}
+}
+
+// ---- Stack objects that point to themselves ----
+
+// A strings.Builder keeps its own address (hidden from escape analysis by
+// abi.NoEscape, so a local Builder stays on the stack) and panics if it
+// finds itself moved; thaw must relocate that pointer with the object. A
+// sync.Once's mutex is held across a yield from inside Do, and unlocked
+// after the resume on another goroutine.
+func TestAuditFramesSelfPointers(t *testing.T) {
+	const rounds = 10
+	e := afDrive(t, 0xaf0d, func(e *afEnv) {
+		for r := range rounds {
+			var sb strings.Builder
+			sb.WriteString(gcsString(e.seed, r, 1))
+			e.y()
+			sb.WriteString(gcsString(e.seed, r, 2)) // panics if sb.addr was not relocated
+			e.check(sb.String() == gcsString(e.seed, r, 1)+gcsString(e.seed, r, 2), "builder round %d: %q", r, sb.String())
+			var once sync.Once
+			n := 0
+			once.Do(func() {
+				n++
+				e.y()
+				e.check(sb.Len() == len(gcsString(e.seed, r, 1))+len(gcsString(e.seed, r, 2)), "once round %d: builder length", r)
+			})
+			once.Do(func() { n++ })
+			e.check(n == 1, "once round %d: ran %d times", r, n)
 		}
 	})
 	afNoPins(t, e)
