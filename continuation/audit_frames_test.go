@@ -13,6 +13,7 @@ import (
 	"unsafe"
 	"weak"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
@@ -895,6 +896,8 @@ func afDeepWant(e *afEnv, r, depth int) uint64 {
 
 func TestAuditFramesDeepChangingDepth(t *testing.T) {
 	depths := []int{1, 40, 3, 300, 17, 1000, 2, 64, 9, 500}
+	shorts := arch.Shorts()
+	defer func() { t.Logf("%d thaws grew the stack first", arch.Shorts()-shorts) }()
 	e := afDrive(t, 0xaf0a, func(e *afEnv) {
 		for r, d := range depths {
 			big := 0
@@ -1024,4 +1027,88 @@ func TestAuditFramesSelfPointers(t *testing.T) {
 		}
 	})
 	afNoPins(t, e)
+}
+
+// afBigChain recurses depth frames, every third with a 16 KiB local array
+// and none holding a pointer into another's frame (so lazy thaw cuts them
+// into separate records), and yields at the bottom without growing the
+// stack after the resume: returning into the barrier, the next record of
+// big frames may not fit in the runner's small stack, and the barrier
+// must grow it with the results of the frame that returned held aside.
+//
+//go:noinline
+func afBigChain(e *afEnv, r, depth int) (uint64, *gcsBox) {
+	if depth%3 == 0 && depth > 0 {
+		return afBigFrame(e, r, depth)
+	}
+	mine := gcsNewBox(e.seed, r, 900+depth)
+	if depth == 0 {
+		if !continuation.Yield(e.s) {
+			e.fail("round %d: Yield returned false", r)
+		}
+		e.yields.Add(1)
+		return e.w(r, 899), mine
+	}
+	v, b := afBigChain(e, r, depth-1)
+	e.check(gcsBoxOK(b, e.seed, r, 900+depth-1) || depth-1 > 0 && (depth-1)%3 == 0, "big chain round %d: box returned to depth %d", r, depth)
+	e.check(gcsBoxOK(mine, e.seed, r, 900+depth), "big chain round %d: box at depth %d", r, depth)
+	return v ^ mine.tag, mine
+}
+
+//go:noinline
+func afBigFrame(e *afEnv, r, depth int) (uint64, *gcsBox) {
+	var arr [2048]uint64
+	for i := range arr {
+		arr[i] = e.w(r, depth) + uint64(i)
+	}
+	v, b := afBigChain(e, r, depth-1)
+	for i := range arr {
+		if arr[i] != e.w(r, depth)+uint64(i) {
+			e.fail("big chain round %d: big frame at depth %d: word %d changed", r, depth, i)
+			break
+		}
+	}
+	e.check(gcsBoxOK(b, e.seed, r, 900+depth-1) || (depth-1)%3 == 0, "big chain round %d: box returned to the big frame at depth %d", r, depth)
+	return v, gcsNewBox(e.seed, r, 900+depth)
+}
+
+func TestAuditFramesBigFramesAcrossBarrier(t *testing.T) {
+	if !gcsStackCopy() {
+		t.Skip("the return barrier is the stack-copying backend's")
+	}
+	shorts := arch.Shorts()
+	e := &afEnv{t: t, s: scope.New(t.Name()), seed: 0xaf0e}
+	const rounds = 6
+	want := make([]uint64, rounds)
+	c := continuation.New(e.s, func() {
+		for r := range rounds {
+			v, b := afBigChain(e, r, 40)
+			want[r] = v
+			e.check(gcsBoxOK(b, e.seed, r, 940), "big chain round %d: outermost box", r)
+		}
+	})
+	for !c.IsDone() {
+		runtime.GC()
+		done := make(chan struct{})
+		go func() { defer close(done); c.Run() }() // a fresh, small stack
+		<-done
+	}
+	for r := range rounds {
+		w := e.w(r, 899)
+		for d := 1; d <= 40; d++ {
+			if d%3 != 0 {
+				w ^= e.w(r, 900+d)
+			}
+		}
+		if want[r] != w {
+			t.Errorf("round %d: %#x, want %#x", r, want[r], w)
+		}
+	}
+	if len(e.errs) > 0 {
+		t.Errorf("%d failures, first:\n\t%s", len(e.errs), strings.Join(e.errs, "\n\t"))
+	}
+	t.Logf("%+v; %d thaws grew the stack first", c.Stats(), arch.Shorts()-shorts)
+	if os.Getenv("WEFT_THAW") != "eager" && arch.Shorts() == shorts {
+		t.Errorf("no thaw had to grow the stack: the test no longer tests what it says")
+	}
 }
