@@ -106,8 +106,8 @@ func afRunCatch(c *continuation.Continuation) (p any) {
 // different kind of runner: a fresh goroutine; a fresh goroutine at the
 // bottom of a deep recursion; the test's goroutine after collections shrank
 // its stack; a fresh goroutine while another collects garbage in a loop. It
-// fails the test if any yield pins, unless allowPins, and returns the
-// reasons of the pins.
+// fails the test on a wrong value the body reports, and returns e, which
+// holds the reasons of any pins (afNoPins checks them) and the final Stats.
 func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
 	t.Helper()
 	e := &afEnv{t: t, s: scope.New(t.Name()), seed: seed}
