@@ -13,7 +13,6 @@ import (
 	"unsafe"
 	"weak"
 
-	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
@@ -896,8 +895,8 @@ func afDeepWant(e *afEnv, r, depth int) uint64 {
 
 func TestAuditFramesDeepChangingDepth(t *testing.T) {
 	depths := []int{1, 40, 3, 300, 17, 1000, 2, 64, 9, 500}
-	shorts := arch.Shorts()
-	defer func() { t.Logf("%d thaws grew the stack first", arch.Shorts()-shorts) }()
+	shorts := thawShorts()
+	defer func() { t.Logf("%d thaws grew the stack first", thawShorts()-shorts) }()
 	e := afDrive(t, 0xaf0a, func(e *afEnv) {
 		for r, d := range depths {
 			big := 0
@@ -1076,7 +1075,7 @@ func TestAuditFramesBigFramesAcrossBarrier(t *testing.T) {
 	if !gcsStackCopy() {
 		t.Skip("the return barrier is the stack-copying backend's")
 	}
-	shorts := arch.Shorts()
+	shorts := thawShorts()
 	e := &afEnv{t: t, s: scope.New(t.Name()), seed: 0xaf0e}
 	const rounds = 6
 	want := make([]uint64, rounds)
@@ -1107,8 +1106,8 @@ func TestAuditFramesBigFramesAcrossBarrier(t *testing.T) {
 	if len(e.errs) > 0 {
 		t.Errorf("%d failures, first:\n\t%s", len(e.errs), strings.Join(e.errs, "\n\t"))
 	}
-	t.Logf("%+v; %d thaws grew the stack first", c.Stats(), arch.Shorts()-shorts)
-	if os.Getenv("WEFT_THAW") != "eager" && arch.Shorts() == shorts {
+	t.Logf("%+v; %d thaws grew the stack first", c.Stats(), thawShorts()-shorts)
+	if os.Getenv("WEFT_THAW") != "eager" && thawShorts() == shorts {
 		t.Errorf("no thaw had to grow the stack: the test no longer tests what it says")
 	}
 }
