@@ -32,17 +32,7 @@ func TestAuditDetDueAfterFuncAtDrain(t *testing.T) {
 		})
 		return nil
 	})
-	shut := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		shut <- s.Shutdown(ctx)
-	}()
-	for !s.closing.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	if err := <-shut; err != nil {
+	if err := shutdownReleasing(s, release, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := vt.Join(); err != nil {
@@ -109,19 +99,7 @@ func TestAuditDetGroupCancelledAfterDrain(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		shut := make(chan error, 1)
-		go func() {
-			if closeIt {
-				shut <- s.Close()
-			} else {
-				shut <- s.Shutdown(context.Background())
-			}
-		}()
-		for !s.closing.Load() {
-			time.Sleep(time.Millisecond)
-		}
-		close(release)
-		if err := <-shut; err != nil {
+		if err := shutdownReleasing(s, release, closeIt); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, "the group's context to end with the scheduler's", func() bool { return gctx.Err() != nil })

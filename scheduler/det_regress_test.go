@@ -240,17 +240,7 @@ func TestDeterministicTimerPendingAtShutdown(t *testing.T) {
 		<-release // blocks the carrier until Shutdown has begun
 		return nil
 	})
-	shut := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		shut <- s.Shutdown(ctx)
-	}()
-	for !s.closing.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	if err := <-shut; err != nil {
+	if err := shutdownReleasing(s, release, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := vt.Join(); err != nil {
@@ -271,4 +261,26 @@ func TestDeterministicTimerPendingAtShutdown(t *testing.T) {
 	if got := s2.Now().Sub(epoch); got != time.Hour {
 		t.Errorf("the clock is at %v, want 1h", got)
 	}
+}
+
+// shutdownReleasing starts s.Shutdown (or, if closeIt, s.Close) on a
+// goroutine, waits until it has begun, closes release, which one of s's
+// virtual threads is blocked on holding its carrier, and returns what
+// Shutdown or Close returned. Shutdown gives up after 10s.
+func shutdownReleasing(s *Scheduler, release chan struct{}, closeIt bool) error {
+	shut := make(chan error, 1)
+	go func() {
+		if closeIt {
+			shut <- s.Close()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- s.Shutdown(ctx)
+	}()
+	for !s.closing.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	return <-shut
 }
