@@ -30,15 +30,17 @@ func checkAffinity(cpus []int) error {
 	return nil
 }
 
-// setAffinity binds the calling thread (locked by the caller) to cpu. It
+// setAffinity binds the calling thread (locked by the caller) to cpus. It
 // returns a function that gives the thread back the affinity it had and
 // reports whether it could.
-func setAffinity(cpu int) (restore func() bool) {
+func setAffinity(cpus ...int) (restore func() bool) {
 	var old, set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
 		return func() bool { return false }
 	}
-	set.Set(cpu)
+	for _, cpu := range cpus {
+		set.Set(cpu)
+	}
 	_ = unix.SchedSetaffinity(0, &set) // checked by New; best effort after
 	return func() bool { return unix.SchedSetaffinity(0, &old) == nil }
 }

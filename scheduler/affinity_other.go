@@ -11,4 +11,4 @@ func checkAffinity(cpus []int) error {
 	return errors.New("scheduler: CPU affinity is supported on Linux only, not " + runtime.GOOS)
 }
 
-func setAffinity(cpu int) (restore func() bool) { return nil }
+func setAffinity(cpus ...int) (restore func() bool) { return nil }

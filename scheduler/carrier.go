@@ -137,6 +137,12 @@ func (c *carrier) loop() {
 		var restore func() bool
 		if c.cpu >= 0 { // New allows CPUs only with locked carriers
 			restore = setAffinity(c.cpu)
+		} else if c.temp && len(s.opts.CPUs) > 0 {
+			// A compensation carrier stands in for one blocked on its
+			// CPU, which it cannot take (that thread still holds it,
+			// blocked): it runs on any of the scheduler's CPUs, never
+			// outside them.
+			restore = setAffinity(s.opts.CPUs...)
 		}
 		defer func() {
 			// A thread bound to a CPU goes back to the runtime's pool,

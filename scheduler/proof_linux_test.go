@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftrt/weft/pinning"
 	"golang.org/x/sys/unix"
 )
 
@@ -148,5 +149,45 @@ func TestProofCPUAffinityMany(t *testing.T) {
 		if err := joinWithin(t, vt); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestProofCPUAffinityCompensation: a compensation carrier, started while
+// the one carrier is blocked by a thread parked pinned, runs on the
+// scheduler's CPUs only (Options.CPUs), not on all of the process's; and
+// the mutated Options.CPUs slice of the caller does not reach it.
+func TestProofCPUAffinityCompensation(t *testing.T) {
+	if isPortable() {
+		t.Skip("portable backend: carriers locked to their threads (which CPUs needs) allow no compensation carrier")
+	}
+	_, cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
+		t.Skipf("needs a process that may run on 2 CPUs or more, to tell the scheduler's CPU from the rest (this one may use %v)", cpus)
+	}
+	cpu := cpus[0]
+	lock := true
+	opts := Options{Carriers: 1, MaxCompensation: 1, CPUs: []int{cpu}, LockOSThread: &lock}
+	s := proofSched(t, opts)
+	opts.CPUs[0] = cpus[1] // the scheduler's CPUs are those New was given
+	pinned := goOrFatal(t, s, func(ctx context.Context) error {
+		pinning.Do(Park) // blocks the carrier: a compensation carrier starts
+		return nil
+	})
+	other := goOrFatal(t, s, func(ctx context.Context) error {
+		defer pinned.Unpark()
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return err
+		}
+		if set.Count() != 1 || !set.IsSet(cpu) {
+			return fmt.Errorf("a compensation carrier's thread may run on %d CPUs, want only CPU %d", set.Count(), cpu)
+		}
+		return nil
+	})
+	if err := joinWithin(t, other); err != nil {
+		t.Error(err)
+	}
+	if err := joinWithin(t, pinned); err != nil {
+		t.Error(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,8 @@ type Options struct {
 	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)] (Linux;
 	// elsewhere New returns an error), for thread-per-core use. It needs
 	// carriers locked to their threads (LockOSThread); New returns an
-	// error otherwise. A carrier's thread gets its affinity back when the
+	// error otherwise. A compensation carrier (MaxCompensation) is bound
+	// to all of CPUs. A carrier's thread gets its affinity back when the
 	// carrier exits.
 	CPUs []int
 	// MaxCompensation bounds the extra carriers started while virtual
@@ -185,6 +187,7 @@ func New(opts Options) (*Scheduler, error) {
 		opts.MaxCompensation = opts.Carriers
 	}
 	if len(opts.CPUs) > 0 {
+		opts.CPUs = slices.Clone(opts.CPUs) // the caller's to change after
 		if err := checkAffinity(opts.CPUs); err != nil {
 			return nil, err
 		}
