@@ -33,7 +33,7 @@ type carrier struct {
 	s    *Scheduler
 	id   int
 	cpu  int
-	temp bool // a compensation carrier: exits once nothing is blocked pinned
+	temp bool // a compensation carrier: exits once fewer carriers are blocked pinned than these run
 
 	mu    sync.Mutex
 	queue []*VThread
@@ -180,6 +180,14 @@ func (c *carrier) loop() {
 			continue
 		}
 		c.run(vt)
+		if c.temp && s.retireTemp() {
+			// The block it stood in for has ended: a busy compensation
+			// carrier leaves too, or carriers beyond Options.Carriers
+			// would run for as long as work keeps coming. What it
+			// queued is in the global queue, and woke a carrier.
+			normal = true
+			return
+		}
 	}
 }
 
@@ -815,8 +823,8 @@ func (s *Scheduler) startTemp() {
 	s.mu.Lock()
 	if s.temp >= s.opts.MaxCompensation || s.temp >= int(s.blocked.Load()) {
 		// Options.MaxCompensation run already, or one for every carrier
-		// blocked pinned (an idle one retires only once it finds no
-		// work, so while the queues stay busy they would pile up).
+		// blocked pinned (a surplus one retires only when it next looks
+		// for work, after the thread it runs parks or ends).
 		s.mu.Unlock()
 		return
 	}
@@ -857,10 +865,10 @@ func (s *Scheduler) wakeSurplusTemp() {
 	}
 }
 
-// retireTemp reports whether an idle compensation carrier should exit,
-// because fewer carriers are blocked pinned than compensation carriers
-// run, and if so counts it out, in one step so that two idle ones cannot
-// both leave.
+// retireTemp reports whether a compensation carrier that looks for work
+// (after running a thread, or finding none) should exit, because fewer
+// carriers are blocked pinned than compensation carriers run, and if so
+// counts it out, in one step so that two cannot both leave.
 func (s *Scheduler) retireTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
