@@ -4,6 +4,7 @@ package scheduler
 
 import (
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +24,9 @@ func checkAffinity(cpus []int) error {
 		return fmt.Errorf("scheduler: reading the CPU affinity: %w", err)
 	}
 	for _, c := range cpus {
+		if limit := 8 * int(unsafe.Sizeof(set)); c >= limit {
+			return fmt.Errorf("scheduler: CPU %d is beyond the %d CPUs that affinity can name here (golang.org/x/sys/unix.CPUSet)", c, limit)
+		}
 		if c < 0 || !set.IsSet(c) {
 			return fmt.Errorf("scheduler: CPU %d is not available to this process (%d available)", c, set.Count())
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,5 +190,43 @@ func TestProofCPUAffinityCompensation(t *testing.T) {
 	}
 	if err := joinWithin(t, pinned); err != nil {
 		t.Error(err)
+	}
+}
+
+// New refuses CPUs the process may not run on, naming the CPU, and says
+// when a CPU is beyond what an affinity mask here can name.
+func TestNewRefusesCPUs(t *testing.T) {
+	set, _ := allowedCPUs(t)
+	lock := true
+	absent := -1
+	for c := range 1024 {
+		if !set.IsSet(c) {
+			absent = c
+			break
+		}
+	}
+	cases := []struct {
+		cpu  int
+		want string
+	}{
+		{-1, "CPU -1 is not available to this process"},
+		{1 << 20, "CPU 1048576 is beyond the 1024 CPUs that affinity can name here"},
+	}
+	if absent >= 0 {
+		cases = append(cases, struct {
+			cpu  int
+			want string
+		}{absent, fmt.Sprintf("CPU %d is not available to this process", absent)})
+	}
+	for _, tc := range cases {
+		s, err := New(Options{Carriers: 1, MaxCompensation: -1, CPUs: []int{tc.cpu}, LockOSThread: &lock})
+		if err == nil {
+			shutdownWithin(t, s, 10*time.Second)
+			t.Errorf("New(CPUs: [%d]) succeeded", tc.cpu)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(CPUs: [%d]): %v, want an error containing %q", tc.cpu, err, tc.want)
+		}
 	}
 }

@@ -57,7 +57,8 @@ type Options struct {
 	// A negative number is an error.
 	Carriers int
 	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)] (Linux;
-	// elsewhere New returns an error), for thread-per-core use. It needs
+	// elsewhere New returns an error), for thread-per-core use: CPUs the
+	// process may run on, numbered below 1024 (unix.CPUSet). It needs
 	// carriers locked to their threads (LockOSThread); New returns an
 	// error otherwise. A compensation carrier (MaxCompensation) is bound
 	// to all of CPUs. A carrier's thread gets its affinity back when the
