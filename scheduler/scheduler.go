@@ -858,6 +858,12 @@ func Yield() {
 // before or during it does not end it, and is not lost: the next Park
 // returns at once. Nor does cancelling a context: SleepContext is the
 // Sleep that one can end. From a plain goroutine it calls time.Sleep.
+//
+// Outside deterministic mode, a timer that fires while the thread is not
+// parked (a d shorter than the time the thread takes to park, or a timer
+// that fires just as the sleep ends) wakes it through its permit, as
+// Unpark does, and may so leave the thread unparked once after Sleep has
+// returned: the next Park may then return spuriously, as Park may.
 func Sleep(d time.Duration) {
 	vt := Current()
 	if vt == nil {
