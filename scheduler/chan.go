@@ -259,7 +259,9 @@ func (c *Chan[T]) SendTimeout(v T, d time.Duration) bool {
 }
 
 // SendContext is Send that gives up when ctx ends, returning ctx.Err().
-// It returns nil if v was sent.
+// It returns nil if v was sent. A send that needs no waiting happens even
+// if ctx has ended already (a try comes first), as it may in a select
+// over ctx.Done() and a Go channel: check ctx.Err() first to rule it out.
 func (c *Chan[T]) SendContext(ctx context.Context, v T) error {
 	if c.send(v, true, ctx, -1) {
 		return nil
@@ -385,6 +387,8 @@ func (c *Chan[T]) RecvTimeout(d time.Duration) (v T, ok, ready bool) {
 }
 
 // RecvContext is Recv that gives up when ctx ends, returning ctx.Err().
+// A receive that needs no waiting happens even if ctx has ended already,
+// as with SendContext.
 func (c *Chan[T]) RecvContext(ctx context.Context) (v T, ok bool, err error) {
 	v, ok, ready := c.recv(true, ctx, -1)
 	if !ready {
@@ -661,7 +665,8 @@ func SelectTimeout(d time.Duration, cases ...Case) (index int, recvOK bool) {
 }
 
 // SelectContext is Select that gives up when ctx ends, returning index -1
-// and ctx.Err().
+// and ctx.Err(). A case that is ready is chosen even if ctx has ended
+// already, as with SendContext.
 func SelectContext(ctx context.Context, cases ...Case) (index int, recvOK bool, err error) {
 	index, recvOK, fired := doSelect(cases, true, ctx, -1)
 	if !fired {

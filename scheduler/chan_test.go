@@ -961,3 +961,25 @@ func TestChanPinnedPark(t *testing.T) {
 		})
 	}
 }
+
+// A Context operation that needs no waiting happens even if its context
+// has ended already, as the doc comments say (a try comes first).
+func TestChanContextEndedButReady(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := NewChan[int](1)
+	if err := c.SendContext(ctx, 1); err != nil {
+		t.Errorf("SendContext with room, ended ctx: %v, want the send", err)
+	}
+	if v, ok, err := c.RecvContext(ctx); err != nil || !ok || v != 1 {
+		t.Errorf("RecvContext of a queued value, ended ctx = %d, %v, %v; want 1, true, nil", v, ok, err)
+	}
+	if _, _, err := c.RecvContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("RecvContext of an empty channel, ended ctx: %v, want context.Canceled", err)
+	}
+	var x int
+	c.TrySend(2)
+	if i, ok, err := SelectContext(ctx, RecvCase(c, &x)); i != 0 || !ok || err != nil || x != 2 {
+		t.Errorf("SelectContext with a ready case, ended ctx = %d, %v, %v (x = %d); want 0, true, nil (2)", i, ok, err, x)
+	}
+}
