@@ -17,7 +17,11 @@ type Stopper interface {
 var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Now returns the scheduler's current time: the wall clock, or in
-// deterministic mode the virtual clock.
+// deterministic mode the virtual clock, which starts at 2000-01-01 UTC
+// and has no monotonic reading. A deterministic Now is for the
+// scheduler's own waits and for a simulation's records: as a deadline
+// for package time, context or vnet, which use the wall clock, it lies in
+// the past.
 func (s *Scheduler) Now() time.Time {
 	if d := s.det; d != nil {
 		d.mu.Lock()
