@@ -137,7 +137,13 @@ func (t *Cont) pinnedYield(r pinning.Reason, pc uintptr) *pinning.Error {
 	if n := t.counters(); n != nil {
 		n.pinned.Add(1)
 	}
-	perr := &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: gls.PinFrame(pc)}
+	frame := gls.PinFrame(pc)
+	if r == pinning.DeferRecord {
+		// The function whose frame has the record, not one inlined into
+		// it that was calling out at pc.
+		frame = gls.OwnerFrame(pc)
+	}
+	perr := &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: frame}
 	if h := t.onPinned; h != nil {
 		h(t, perr)
 	}

@@ -109,7 +109,9 @@ type Error struct {
 	// Scope is the name of the scope the yield named.
 	Scope string
 	// Frame is the frame that pinned the continuation: for CriticalSection,
-	// the caller of Do. It is zero when unknown.
+	// the caller of Do; for DeferRecord, the function whose frame has the
+	// record (not a function inlined into it, whose call was under way).
+	// It is zero when unknown.
 	Frame runtime.Frame
 }
 

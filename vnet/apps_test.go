@@ -92,7 +92,12 @@ func serveHTTP(c net.Conn, gc bool) error {
 			}
 			return fmt.Errorf("waiting for a request: %w", err)
 		}
+		// A deadline over the header, as http.Server.ReadHeaderTimeout
+		// sets: a peer that stalls mid-header frees the carrier its
+		// thread pins in ReadRequest.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		req, err := http.ReadRequest(br)
+		c.SetReadDeadline(time.Time{})
 		if err != nil {
 			if err == io.EOF || errors.Is(err, net.ErrClosed) || isReset(err) {
 				return nil
@@ -534,9 +539,13 @@ func TestAppsTLS(t *testing.T) {
 			stop := acceptLoop(t, s, ln, func(c net.Conn) error {
 				tc := tls.Server(c, srvCfg)
 				defer tc.Close()
+				// A deadline over the handshake, which pins: a stalled
+				// peer frees its carrier when it passes.
+				c.SetDeadline(time.Now().Add(10 * time.Second))
 				if err := tc.Handshake(); err != nil {
 					return fmt.Errorf("server handshake: %w", err)
 				}
+				c.SetDeadline(time.Time{})
 				br := bufio.NewReader(tc)
 				for {
 					line, err := br.ReadString('\n')

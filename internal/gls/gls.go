@@ -78,6 +78,51 @@ func PinFrame(pc uintptr) runtime.Frame {
 	return f
 }
 
+// OwnerFrame resolves pc, a return address in a frame live on the calling
+// goroutine's stack, to the function that owns that frame: the outermost
+// of the functions inlined there, at the line where it made the call, where
+// PinFrame gives the innermost. A defer record belongs to the owner: a
+// function with a defer statement is never inlined into another.
+// runtime.CallersFrames of pc alone names only the innermost function, so
+// OwnerFrame finds pc in runtime.Callers, which lists a PC for each
+// function inlined there, and takes the last of them.
+func OwnerFrame(pc uintptr) runtime.Frame {
+	if pc == 0 {
+		return runtime.Frame{}
+	}
+	f := runtime.FuncForPC(pc - 1)
+	if f == nil {
+		return PinFrame(pc)
+	}
+	entry := f.Entry()
+	pcs := make([]uintptr, 128)
+	n := runtime.Callers(1, pcs)
+	for n == len(pcs) {
+		pcs = make([]uintptr, 2*len(pcs))
+		n = runtime.Callers(1, pcs)
+	}
+	pcs = pcs[:n]
+	for i, p := range pcs {
+		if p != pc {
+			continue
+		}
+		last := i
+		for last+1 < n {
+			g := runtime.FuncForPC(pcs[last+1] - 1)
+			if g == nil || g.Entry() != entry {
+				break
+			}
+			last++
+		}
+		fr, _ := runtime.CallersFrames(pcs[last : last+1]).Next()
+		return fr
+	}
+	// Not on this stack: the owner's name, at its first line.
+	owner := runtime.FuncForPC(entry)
+	file, line := owner.FileLine(entry)
+	return runtime.Frame{PC: pc, Function: owner.Name(), File: file, Line: line, Entry: entry}
+}
+
 // The table maps a goroutine (its g pointer, from arch.G) to a cell that
 // holds its current record. It is an open-addressing hash table of
 // immutable layout: lookups are lock free (atomic loads only) and allocate
