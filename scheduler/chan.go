@@ -159,14 +159,27 @@ func (n *chanNode[T]) received() (v T, ok bool) {
 	return v, ok
 }
 
-// plainNode returns a node for a blocking Send or Recv, with its waiter
-// ready. A virtual thread waiting with no timeout and no context reuses
-// the node of its last such operation on a channel of the same T: nothing
-// but the operation's completer can wake it (no timer or context fires
-// late into its next use), and the completer is done with the node once
-// it has claimed it.
+// plainNode returns a node for a blocking send or receive, with its
+// waiter ready: waitNode's for one with no timeout and no context, a
+// fresh one otherwise.
 func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
-	if vt := Current(); vt != nil && ctx == nil && d < 0 {
+	if ctx == nil && d < 0 {
+		return waitNode[T]()
+	}
+	n := &chanNode[T]{index: -1}
+	n.w = &n.own
+	n.own.init()
+	return n
+}
+
+// waitNode returns a node for a blocking Send or Recv without a timeout
+// or context, with its waiter ready. A virtual thread reuses the node of
+// its last such operation on a channel of the same T: nothing but the
+// operation's completer can wake it (no timer or context fires late into
+// its next use), and the completer is done with the node once it has
+// claimed it.
+func waitNode[T any]() *chanNode[T] {
+	if vt := Current(); vt != nil {
 		typ := nodeType[T]()
 		var n *chanNode[T]
 		if p := vt.node; p != nil && *(*unsafe.Pointer)(p) == typ {
@@ -176,15 +189,15 @@ func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
 			n = &k.chanNode
 			n.w = &n.own
 			n.own.vt = vt
+			n.index = -1
 			vt.node = unsafe.Pointer(k)
 		}
 		n.own.state.Store(waiting)
-		n.index = -1
 		return n
 	}
 	n := &chanNode[T]{index: -1}
 	n.w = &n.own
-	n.own.init()
+	n.own.ch = make(chan struct{}, 1)
 	return n
 }
 
@@ -246,7 +259,7 @@ const (
 // Send sends v, waiting until a receiver takes it or there is room in the
 // buffer. It panics if the channel is closed, or is closed while Send
 // waits.
-func (c *Chan[T]) Send(v T) { c.send(v, true, nil, -1) }
+func (c *Chan[T]) Send(v T) { c.sendWait(v) }
 
 // TrySend sends v if that needs no waiting, and reports whether it did. It
 // panics if the channel is closed.
@@ -290,26 +303,6 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 	n.val, n.ok, n.send = v, false, true
 	c.sendq.push(n)
 	c.mu.Unlock()
-	if n.w.vt != nil && ctx == nil && d < 0 {
-		// await's w.parkUntilWoken, by hand, as in recv: two frames
-		// less under the park than through await, which freezes and
-		// thaws every frame under it (a ping-pong over two Chans:
-		// docs/benchmarks.md). Only a wake ends this wait, and only n
-		// is live across the yield (its waiter is n.own: plainNode):
-		// one pointer for the capture to publish and the thaw to
-		// restore, where c, the waiter and its virtual thread were
-		// three more.
-		for n.own.state.Load() == waiting {
-			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
-				vt.action = actPark
-				if _, perr := weft.Yield(vthreadScope); perr != nil {
-					parkPinned(perr)
-				}
-				n.own.vt.permit.CompareAndSwap(true, false)
-			}
-		}
-		return n.sent()
-	}
 	if await(n.w, ctx, d) {
 		return n.sent()
 	}
@@ -319,6 +312,51 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 	}
 	c.mu.Unlock()
 	return false
+}
+
+// sendWait is Send: send for a blocking send without a timeout or
+// context, with nothing in its way that Send does not need (its arguments
+// are words in the argument area of the frame that calls it, which every
+// virtual thread parked in Send freezes).
+func (c *Chan[T]) sendWait(v T) {
+	if c == nil {
+		panic(errNilSend)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		panic(errSendClosed)
+	}
+	if c.sendLocked(v) {
+		c.mu.Unlock()
+		return
+	}
+	n := waitNode[T]()
+	n.val, n.ok, n.send = v, false, true
+	c.sendq.push(n)
+	c.mu.Unlock()
+	if n.own.vt == nil {
+		<-n.own.ch // a plain goroutine: only a wake sends
+	} else {
+		// await's w.parkUntilWoken, by hand, as in recvWait: two
+		// frames less under the park than through await, which
+		// freezes and thaws every frame under it (a ping-pong over
+		// two Chans: docs/benchmarks.md). Only a wake ends this wait,
+		// and only n is live across the yield (its waiter is n.own:
+		// waitNode): one pointer for the capture to publish and the
+		// thaw to restore, where c, the waiter and its virtual thread
+		// were three more.
+		for n.own.state.Load() == waiting {
+			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
+				vt.action = actPark
+				if _, perr := weft.Yield(vthreadScope); perr != nil {
+					parkPinned(perr)
+				}
+				n.own.vt.permit.CompareAndSwap(true, false)
+			}
+		}
+	}
+	n.sent()
 }
 
 // sendLocked hands v to a waiting receiver or buffers it, and reports
@@ -370,10 +408,7 @@ func (c *Chan[T]) All() iter.Seq[T] {
 
 // Recv receives a value, waiting until there is one. ok is false if the
 // channel is closed and drained; v is then the zero value.
-func (c *Chan[T]) Recv() (v T, ok bool) {
-	v, ok, _ = c.recv(true, nil, -1)
-	return v, ok
-}
+func (c *Chan[T]) Recv() (v T, ok bool) { return c.recvWait() }
 
 // TryRecv receives a value if that needs no waiting. ready reports whether
 // the receive happened; v and ok are then what Recv would have returned
@@ -410,20 +445,6 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 	n.ok, n.send = false, false
 	c.recvq.push(n)
 	c.mu.Unlock()
-	if n.w.vt != nil && ctx == nil && d < 0 {
-		// await's w.parkUntilWoken, by hand, as in send.
-		for n.own.state.Load() == waiting {
-			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
-				vt.action = actPark
-				if _, perr := weft.Yield(vthreadScope); perr != nil {
-					parkPinned(perr)
-				}
-				n.own.vt.permit.CompareAndSwap(true, false)
-			}
-		}
-		v, ok = n.received()
-		return v, ok, true
-	}
 	if await(n.w, ctx, d) {
 		v, ok = n.received()
 		return v, ok, true
@@ -434,6 +455,38 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 	}
 	c.mu.Unlock()
 	return v, false, false
+}
+
+// recvWait is Recv: recv for a blocking receive without a timeout or
+// context, as sendWait is Send.
+func (c *Chan[T]) recvWait() (v T, ok bool) {
+	if c == nil {
+		panic(errNilRecv)
+	}
+	c.mu.Lock()
+	if v, ok, ready := c.recvLocked(); ready {
+		c.mu.Unlock()
+		return v, ok
+	}
+	n := waitNode[T]()
+	n.ok, n.send = false, false
+	c.recvq.push(n)
+	c.mu.Unlock()
+	if n.own.vt == nil {
+		<-n.own.ch // a plain goroutine: only a wake sends
+	} else {
+		// await's w.parkUntilWoken, by hand, as in sendWait.
+		for n.own.state.Load() == waiting {
+			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
+				vt.action = actPark
+				if _, perr := weft.Yield(vthreadScope); perr != nil {
+					parkPinned(perr)
+				}
+				n.own.vt.permit.CompareAndSwap(true, false)
+			}
+		}
+	}
+	return n.received()
 }
 
 // recvLocked takes a buffered value or one from a waiting sender, or
