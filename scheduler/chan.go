@@ -100,11 +100,22 @@ func (q *chanQueue[T]) push(n *chanNode[T]) {
 	q.tail = n
 }
 
+// pop takes the first node off q: remove for a node with no prev, by
+// hand, which stores three pointers where remove stores five.
 func (q *chanQueue[T]) pop() *chanNode[T] {
 	n := q.head
-	if n != nil {
-		q.remove(n)
+	if n == nil {
+		return nil
 	}
+	next := n.next
+	q.head = next
+	if next == nil {
+		q.tail = nil
+	} else {
+		next.prev = nil
+		n.next = nil
+	}
+	n.q = nil
 	return n
 }
 
@@ -127,13 +138,21 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 // node is its waiter's again, which may reuse it at once (plainNode):
 // after the claim nothing writes the node, and the wake-up reads only the
 // waiter's virtual thread or channel, which never change.
+//
+// It is waiter.wake written out, with Unpark's call: the wake-up of a
+// parked partner is on the path of every hand-off.
 func (n *chanNode[T]) fire() bool {
-	index := n.index
-	if !n.w.wake() {
+	w, index := n.w, n.index
+	if !w.state.CompareAndSwap(waiting, woken) {
 		return false
 	}
 	if index >= 0 {
-		n.w.index = index // the select's waiter, read under this channel's lock
+		w.index = index // the select's waiter, read under this channel's lock
+	}
+	if vt := w.vt; vt != nil {
+		vt.unparkOn(nil)
+	} else {
+		w.ch <- struct{}{}
 	}
 	return true
 }
