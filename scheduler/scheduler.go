@@ -785,11 +785,14 @@ func (vt *VThread) unparkOn(c *carrier) {
 	vt.permit.Store(true)
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		if c == nil {
+			c = vt.s.runningCarrier()
+		}
 		if c != nil {
-			c.pushOwn(vt)
+			c.pushOwn(vt) // what readyOn does with c, without its call
 			return
 		}
-		vt.s.readyOn(vt, vt.s.runningCarrier())
+		vt.s.readyOn(vt, nil)
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
 		// vt waits in parkPinned for this, on its carrier, which it
 		// cannot leave before it has it.
