@@ -346,7 +346,9 @@ func (c *Chan[T]) sendWait(v T) {
 		c.mu.Unlock()
 		panic(errSendClosed)
 	}
-	if c.sendLocked(v) {
+	// sendLocked can do nothing without a receiver or room: a sender
+	// that waits does not call it.
+	if (c.recvq.head != nil || c.count < len(c.buf)) && c.sendLocked(v) {
 		c.mu.Unlock()
 		return
 	}
@@ -483,9 +485,13 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 		panic(errNilRecv)
 	}
 	c.mu.Lock()
-	if v, ok, ready := c.recvLocked(); ready {
-		c.mu.Unlock()
-		return v, ok
+	// As in sendWait: recvLocked can do nothing on an open, empty
+	// channel without a sender.
+	if c.count > 0 || c.sendq.head != nil || c.closed {
+		if v, ok, ready := c.recvLocked(); ready {
+			c.mu.Unlock()
+			return v, ok
+		}
 	}
 	n := waitNode[T]()
 	n.ok, n.send = false, false
