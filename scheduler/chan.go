@@ -183,7 +183,9 @@ func (n *chanNode[T]) received() (v T, ok bool) {
 // fresh one otherwise.
 func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
 	if ctx == nil && d < 0 {
-		return waitNode[T]()
+		n := waitNode[T](Current())
+		n.own.state.Store(waiting)
+		return n
 	}
 	n := &chanNode[T]{index: -1}
 	n.w = &n.own
@@ -192,31 +194,50 @@ func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
 }
 
 // waitNode returns a node for a blocking Send or Recv without a timeout
-// or context, with its waiter ready. A virtual thread reuses the node of
-// its last such operation on a channel of the same T: nothing but the
-// operation's completer can wake it (no timer or context fires late into
-// its next use), and the completer is done with the node once it has
-// claimed it.
-func waitNode[T any]() *chanNode[T] {
-	if vt := Current(); vt != nil {
-		typ := nodeType[T]()
-		var n *chanNode[T]
-		if p := vt.node; p != nil && *(*unsafe.Pointer)(p) == typ {
-			n = &(*keptNode[T])(p).chanNode
-		} else {
-			k := &keptNode[T]{typ: typ}
-			n = &k.chanNode
-			n.w = &n.own
-			n.own.vt = vt
-			n.index = -1
-			vt.node = unsafe.Pointer(k)
-		}
-		n.own.state.Store(waiting)
+// or context, whose waiter's state the caller sets waiting: for vt, the
+// calling virtual thread (Current), or nil for a plain goroutine. A
+// virtual thread reuses the node of its last such operation on a channel
+// of the same T: nothing but the operation's completer can wake it (no
+// timer or context fires late into its next use), and the completer is
+// done with the node once it has claimed it. sendWait and recvWait, which
+// every Send and Recv that waits runs, have it written out, with
+// keptNodeOf inlined: waitNode, with its call, is too large to inline.
+func waitNode[T any](vt *VThread) *chanNode[T] {
+	if n := keptNodeOf[T](vt); n != nil {
 		return n
 	}
-	n := &chanNode[T]{index: -1}
+	return newWaitNode[T](vt)
+}
+
+// keptNodeOf returns the node vt keeps, if vt is a virtual thread that
+// keeps one for T; nil otherwise.
+func keptNodeOf[T any](vt *VThread) *chanNode[T] {
+	if vt != nil {
+		if p := vt.node; p != nil && *(*unsafe.Pointer)(p) == nodeType[T]() {
+			return &(*keptNode[T])(p).chanNode
+		}
+	}
+	return nil
+}
+
+// newWaitNode is waitNode's node for a goroutine (vt nil), or a virtual
+// thread's first, or first for this T, which it keeps. Not inlined:
+// sendWait's and recvWait's frames stay as they were without it.
+//
+//go:noinline
+func newWaitNode[T any](vt *VThread) *chanNode[T] {
+	if vt == nil {
+		n := &chanNode[T]{index: -1}
+		n.w = &n.own
+		n.own.ch = make(chan struct{}, 1)
+		return n
+	}
+	k := &keptNode[T]{typ: nodeType[T]()}
+	n := &k.chanNode
 	n.w = &n.own
-	n.own.ch = make(chan struct{}, 1)
+	n.own.vt = vt
+	n.index = -1
+	vt.node = unsafe.Pointer(k)
 	return n
 }
 
@@ -352,7 +373,12 @@ func (c *Chan[T]) sendWait(v T) {
 		c.mu.Unlock()
 		return
 	}
-	n := waitNode[T]()
+	vt := Current()
+	n := keptNodeOf[T](vt)
+	if n == nil {
+		n = newWaitNode[T](vt)
+	}
+	n.own.state.Store(waiting)
 	n.val, n.ok, n.send = v, false, true
 	c.sendq.push(n)
 	c.mu.Unlock()
@@ -493,7 +519,12 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 			return v, ok
 		}
 	}
-	n := waitNode[T]()
+	vt := Current()
+	n := keptNodeOf[T](vt)
+	if n == nil {
+		n = newWaitNode[T](vt)
+	}
+	n.own.state.Store(waiting)
 	n.ok, n.send = false, false
 	c.recvq.push(n)
 	c.mu.Unlock()
