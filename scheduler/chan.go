@@ -134,16 +134,21 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 }
 
 // fire claims the node's waiter; the payload must be in place. It
-// reports whether it won; if not, the node is stale. Once it has won, the
-// node is its waiter's again, which may reuse it at once (plainNode):
-// after the claim nothing writes the node, and the wake-up reads only the
-// waiter's virtual thread or channel, which never change.
+// reports whether it won; if not, the node is stale, and fire drops its
+// value (a receiver's payload just written, or a sender's value, which
+// nobody reads once its wait has ended elsewhere), so that the caller
+// need not keep the node across the call. Once it has won, the node is
+// its waiter's again, which may reuse it at once (waitNode): after the
+// claim nothing writes the node, and the wake-up reads only the waiter's
+// virtual thread or channel, which never change.
 //
 // It is waiter.wake written out, with Unpark's call: the wake-up of a
 // parked partner is on the path of every hand-off.
 func (n *chanNode[T]) fire() bool {
 	w, index := n.w, n.index
 	if !w.state.CompareAndSwap(waiting, woken) {
+		var zero T
+		n.val = zero
 		return false
 	}
 	if index >= 0 {
@@ -367,9 +372,17 @@ func (c *Chan[T]) sendWait(v T) {
 		c.mu.Unlock()
 		panic(errSendClosed)
 	}
-	// sendLocked can do nothing without a receiver or room: a sender
-	// that waits does not call it.
-	if (c.recvq.head != nil || c.count < len(c.buf)) && c.sendLocked(v) {
+	// sendLocked's hand-off to a waiting receiver, by hand: the call is
+	// on the completing side of every hand-off from a Send.
+	for r := c.recvq.pop(); r != nil; r = c.recvq.pop() {
+		r.val, r.ok = v, true
+		if r.fire() {
+			c.mu.Unlock()
+			return
+		}
+	}
+	if c.count < len(c.buf) {
+		c.sendLocked(v) // buffers it: no receiver waits
 		c.mu.Unlock()
 		return
 	}
@@ -414,8 +427,6 @@ func (c *Chan[T]) sendLocked(v T) bool {
 		if r.fire() {
 			return true
 		}
-		var zero T
-		r.val = zero // stale: drop the reference
 	}
 	if c.count < len(c.buf) {
 		i := c.head + c.count
@@ -511,13 +522,22 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 		panic(errNilRecv)
 	}
 	c.mu.Lock()
-	// As in sendWait: recvLocked can do nothing on an open, empty
-	// channel without a sender.
-	if c.count > 0 || c.sendq.head != nil || c.closed {
-		if v, ok, ready := c.recvLocked(); ready {
+	if c.count > 0 {
+		return c.recvBuffered()
+	}
+	// recvLocked's hand-off from a waiting sender, by hand: the call
+	// is on the completing side of every hand-off to a Recv.
+	for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
+		sv := s.val
+		s.ok = true
+		if s.fire() {
 			c.mu.Unlock()
-			return v, ok
+			return sv, true
 		}
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return v, false
 	}
 	vt := Current()
 	n := keptNodeOf[T](vt)
@@ -543,6 +563,15 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 		}
 	}
 	return n.received()
+}
+
+// recvBuffered is recvWait's receive of a buffered value: recvLocked,
+// then the unlock. A call of its own, so that its results take no room
+// in recvWait's frame, which a Recv that waits freezes.
+func (c *Chan[T]) recvBuffered() (v T, ok bool) {
+	v, ok, _ = c.recvLocked()
+	c.mu.Unlock()
+	return v, ok
 }
 
 // recvLocked takes a buffered value or one from a waiting sender, or
