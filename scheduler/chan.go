@@ -139,27 +139,19 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 // nobody reads once its wait has ended elsewhere), so that the caller
 // need not keep the node across the call. Once it has won, the node is
 // its waiter's again, which may reuse it at once (waitNode): after the
-// claim nothing writes the node, and the wake-up reads only the waiter's
-// virtual thread or channel, which never change.
-//
-// It is waiter.wake written out, with Unpark's call: the wake-up of a
-// parked partner is on the path of every hand-off.
+// claim nothing writes the node but its waiter, which never writes w or
+// index (a kept node's index is -1 from the start), and the wake-up reads
+// only the waiter's virtual thread or channel, which never change.
+// sendWait and recvWait, on the path of every hand-off, have it written
+// out.
 func (n *chanNode[T]) fire() bool {
-	w, index := n.w, n.index
-	if !w.state.CompareAndSwap(waiting, woken) {
-		var zero T
-		n.val = zero
-		return false
+	if n.w.state.CompareAndSwap(waiting, woken) {
+		n.w.claimed(n.index)
+		return true
 	}
-	if index >= 0 {
-		w.index = index // the select's waiter, read under this channel's lock
-	}
-	if vt := w.vt; vt != nil {
-		vt.unparkOn(nil)
-	} else {
-		w.ch <- struct{}{}
-	}
-	return true
+	var zero T
+	n.val = zero
+	return false
 }
 
 // sent ends a sender's wait once woken: it drops the value (taken, or
@@ -376,10 +368,20 @@ func (c *Chan[T]) sendWait(v T) {
 	// on the completing side of every hand-off from a Send.
 	for r := c.recvq.pop(); r != nil; r = c.recvq.pop() {
 		r.val, r.ok = v, true
-		if r.fire() {
+		if w := r.w; w.state.CompareAndSwap(waiting, woken) { // r.fire()
+			if r.index >= 0 {
+				w.index = r.index
+			}
+			if vt := w.vt; vt != nil {
+				vt.unparkOn(nil)
+			} else {
+				w.ch <- struct{}{}
+			}
 			c.mu.Unlock()
 			return
 		}
+		var zero T
+		r.val = zero
 	}
 	if c.count < len(c.buf) {
 		c.sendLocked(v) // buffers it: no receiver waits
@@ -530,10 +532,20 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 	for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
 		sv := s.val
 		s.ok = true
-		if s.fire() {
+		if w := s.w; w.state.CompareAndSwap(waiting, woken) { // s.fire()
+			if s.index >= 0 {
+				w.index = s.index
+			}
+			if vt := w.vt; vt != nil {
+				vt.unparkOn(nil)
+			} else {
+				w.ch <- struct{}{}
+			}
 			c.mu.Unlock()
 			return sv, true
 		}
+		var zero T
+		s.val = zero
 	}
 	if c.closed {
 		c.mu.Unlock()

@@ -54,6 +54,23 @@ func (w *waiter) wake() bool {
 	return true
 }
 
+// claimed wakes w, which its waker has just claimed (moved from waiting
+// to woken), for a Chan's node of select case index (-1: not a select's):
+// wake's signal, with Unpark's call written out, for the wake-up of a
+// parked partner on the path of every Chan hand-off. A select's winning
+// case is recorded before the wake-up; the select reads it under the
+// channel's lock, which its waker holds.
+func (w *waiter) claimed(index int) {
+	if index >= 0 {
+		w.index = index
+	}
+	if vt := w.vt; vt != nil {
+		vt.unparkOn(nil)
+	} else {
+		w.ch <- struct{}{}
+	}
+}
+
 func (w *waiter) signal() {
 	if w.vt != nil {
 		w.vt.Unpark()
@@ -75,8 +92,8 @@ func (w *waiter) wait() {
 // reports whether it was woken (not timed out): the park loop, with
 // VThread.park written out so that the loop's frame is the only one
 // between its caller and the yield (the frames under a park are frozen
-// with it). chan.go's send and recv have the whole loop written out, so
-// that nothing is between them and the yield.
+// with it). chan.go's sendWait and recvWait have the whole loop written
+// out, so that nothing is between them and the yield.
 //
 // Only w is live across the yield (w.vt is read again after it): each
 // live pointer is published by the capture and restored by the thaw.
