@@ -138,7 +138,7 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 // value (a receiver's payload just written, or a sender's value, which
 // nobody reads once its wait has ended elsewhere), so that the caller
 // need not keep the node across the call. Once it has won, the node is
-// its waiter's again, which may reuse it at once (waitNode): after the
+// its waiter's again, which may reuse it at once (keptNodeOf): after the
 // claim nothing writes the node but its waiter, which never writes w or
 // index (a kept node's index is -1 from the start), and the wake-up reads
 // only the waiter's virtual thread or channel, which never change.
@@ -175,36 +175,23 @@ func (n *chanNode[T]) received() (v T, ok bool) {
 	return v, ok
 }
 
-// plainNode returns a node for a blocking send or receive, with its
-// waiter ready: waitNode's for one with no timeout and no context, a
-// fresh one otherwise.
-func plainNode[T any](ctx context.Context, d time.Duration) *chanNode[T] {
-	if ctx == nil && d < 0 {
-		n := waitNode[T](Current())
-		n.own.state.Store(waiting)
-		return n
-	}
+// plainNode returns a new node for a blocking send or receive with a
+// timeout or a context, with its waiter ready. (Send and Recv, which have
+// neither, reuse a kept node: sendWait.)
+func plainNode[T any]() *chanNode[T] {
 	n := &chanNode[T]{index: -1}
 	n.w = &n.own
 	n.own.init()
 	return n
 }
 
-// waitNode returns a node for a blocking Send or Recv without a timeout
-// or context, whose waiter's state the caller sets waiting: for vt, the
-// calling virtual thread (Current), or nil for a plain goroutine. A
-// virtual thread reuses the node of its last such operation on a channel
-// of the same T: nothing but the operation's completer can wake it (no
-// timer or context fires late into its next use), and the completer is
-// done with the node once it has claimed it. sendWait and recvWait, which
-// every Send and Recv that waits runs, have it written out, with
-// keptNodeOf inlined: waitNode, with its call, is too large to inline.
-func waitNode[T any](vt *VThread) *chanNode[T] {
-	if n := keptNodeOf[T](vt); n != nil {
-		return n
-	}
-	return newWaitNode[T](vt)
-}
+// A blocking Send or Recv, without a timeout or context, waits on a node
+// that sendWait and recvWait find with keptNodeOf, or make with
+// newWaitNode, and whose waiter's state they set waiting. A virtual
+// thread reuses the node of its last such operation on a channel of the
+// same T: nothing but the operation's completer can wake it (no timer or
+// context fires late into its next use), and the completer is done with
+// the node once it has claimed it.
 
 // keptNodeOf returns the node vt keeps, if vt is a virtual thread that
 // keeps one for T; nil otherwise.
@@ -217,8 +204,9 @@ func keptNodeOf[T any](vt *VThread) *chanNode[T] {
 	return nil
 }
 
-// newWaitNode is waitNode's node for a goroutine (vt nil), or a virtual
-// thread's first, or first for this T, which it keeps. Not inlined:
+// newWaitNode makes the node of a Send or Recv that waits for a
+// goroutine (vt nil), or for a virtual thread that keeps none for T, which
+// keeps it. Not inlined:
 // sendWait's and recvWait's frames stay as they were without it.
 //
 //go:noinline
@@ -336,7 +324,7 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 		c.mu.Unlock()
 		return false
 	}
-	n := plainNode[T](ctx, d)
+	n := plainNode[T]()
 	n.val, n.ok, n.send = v, false, true
 	c.sendq.push(n)
 	c.mu.Unlock()
@@ -405,7 +393,7 @@ func (c *Chan[T]) sendWait(v T) {
 		// freezes and thaws every frame under it (a ping-pong over
 		// two Chans: docs/benchmarks.md). Only a wake ends this wait,
 		// and only n is live across the yield (its waiter is n.own:
-		// waitNode): one pointer for the capture to publish and the
+		// newWaitNode): one pointer for the capture to publish and the
 		// thaw to restore, where c, the waiter and its virtual thread
 		// were three more.
 		for n.own.state.Load() == waiting {
@@ -501,7 +489,7 @@ func (c *Chan[T]) recv(block bool, ctx context.Context, d time.Duration) (v T, o
 		c.mu.Unlock()
 		return v, ok, ready
 	}
-	n := plainNode[T](ctx, d)
+	n := plainNode[T]()
 	n.ok, n.send = false, false
 	c.recvq.push(n)
 	c.mu.Unlock()

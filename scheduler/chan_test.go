@@ -797,7 +797,7 @@ func TestChanDeterministic(t *testing.T) {
 }
 
 // A virtual thread reuses the node of its last blocking Send or Recv
-// (waitNode). The node is handed back the moment the operation's
+// (keptNodeOf). The node is handed back the moment the operation's
 // completer claims it, so the completer must not touch it after: here a
 // sender blocked on a full buffer is resumed by the receiver that moves
 // its value into the buffer, and at once sends the next value through the
