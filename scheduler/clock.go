@@ -23,6 +23,7 @@ var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // for package time, context or vnet, which use the wall clock, it lies in
 // the past.
 func (s *Scheduler) Now() time.Time {
+	s.check("Now")
 	if d := s.det; d != nil {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -50,6 +51,7 @@ func (s *Scheduler) Now() time.Time {
 // panics at once if f is nil, where time.AfterFunc's goroutine would when
 // the timer fired.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
+	s.check("AfterFunc")
 	if f == nil {
 		panic("scheduler: AfterFunc with a nil function")
 	}

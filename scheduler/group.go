@@ -41,6 +41,7 @@ type Group struct {
 // at the same point of every run with a seed, not whenever a goroutine of
 // context.AfterFunc's gets to it.
 func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
+	s.check("NewGroup")
 	gctx, cancel := context.WithCancelCause(ctx)
 	unwatch := s.watchContext(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 	if s.ctx.Err() != nil {

@@ -115,7 +115,9 @@ type Options struct {
 	contStats bool
 }
 
-// Scheduler runs virtual threads on carrier goroutines.
+// Scheduler runs virtual threads on carrier goroutines. Make one with
+// New: every method of a zero Scheduler, or of a nil *Scheduler (as New
+// returns with an error), panics, saying so.
 type Scheduler struct {
 	opts     Options
 	ctx      context.Context
@@ -320,14 +322,44 @@ const (
 // ErrClosed once Shutdown or Close has begun. The virtual thread starts
 // with the caller's pprof labels and keeps the labels it sets across its
 // parks, as a goroutine would.
+//
+// Go panics on a nil *Scheduler (as New returns with an error) and on a
+// zero Scheduler (make schedulers with New), as every method of
+// Scheduler does.
 func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
-	return s.GoNamed("", fn)
+	if s == nil || s.ctx == nil { // s.ctx: loaded for start anyway
+		unusable(s, "Scheduler.Go on")
+	}
+	return s.start("", s.ctx, nil, fn)
 }
 
 // GoNamed is Go with a name, which Name and String return. (The name is
 // not a pprof label: set labels with pprof.Do in fn, or around the call.)
 func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
+	if s == nil || s.ctx == nil {
+		unusable(s, "Scheduler.GoNamed on")
+	}
 	return s.start(name, s.ctx, nil, fn)
+}
+
+// check panics, for the method op, if s is nil or a zero Scheduler: one
+// that New did not make has no carriers, and a virtual thread started on
+// it would never run.
+func (s *Scheduler) check(op string) {
+	if s == nil || s.ctx == nil {
+		unusable(s, "Scheduler."+op+" on")
+	}
+}
+
+// unusable panics for a call (what says which, ending in "on" or
+// "with") given s, a nil *Scheduler or a zero Scheduler.
+//
+//go:noinline
+func unusable(s *Scheduler, what string) {
+	if s == nil {
+		panic("scheduler: " + what + " a nil *Scheduler (New returns nil with an error: check it)")
+	}
+	panic("scheduler: " + what + " a zero Scheduler (make schedulers with New)")
 }
 
 func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
@@ -1041,6 +1073,7 @@ type PinEvent struct {
 // Pins returns how many times virtual threads could not be suspended when
 // they parked or yielded, by reason and site, most frequent first.
 func (s *Scheduler) Pins() []PinEvent {
+	s.check("Pins")
 	s.pinMu.Lock()
 	out := make([]PinEvent, 0, len(s.pins))
 	for k, v := range s.pins {
@@ -1065,6 +1098,7 @@ func (s *Scheduler) Pins() []PinEvent {
 // one, a count that includes every virtual thread live throughout the
 // call and possibly some that started and ended during it.
 func (s *Scheduler) Live() int {
+	s.check("Live")
 	best := int64(math.MaxInt64)
 	for range liveTries {
 		n, stable := s.liveSnapshot()
@@ -1293,6 +1327,7 @@ func (s *Scheduler) drained() bool {
 // Semaphore.Acquire, Chan.RecvContext...). Called from one of s's own
 // virtual threads, which it would wait for, it panics.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
+	s.check("Shutdown")
 	s.notFromOwn("Shutdown")
 	s.closing.Store(true)
 	s.checkDrained()
@@ -1328,6 +1363,7 @@ func (s *Scheduler) notFromOwn(op string) {
 // Called from one of s's own virtual threads, which it would wait for, it
 // panics.
 func (s *Scheduler) Close() error {
+	s.check("Close")
 	s.notFromOwn("Close")
 	s.closing.Store(true)
 	s.cancel()

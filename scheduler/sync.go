@@ -506,10 +506,10 @@ func (wg *WaitGroup) Go(s *Scheduler, fn func(ctx context.Context) error) (*VThr
 	if fn == nil {
 		panic("scheduler.WaitGroup.Go: nil function")
 	}
-	if s == nil {
-		// Before the Add: s.Go would fail with a nil dereference after
-		// it, and leave the counter raised for good.
-		panic("scheduler.WaitGroup.Go: nil *Scheduler")
+	if s == nil || s.ctx == nil {
+		// Before the Add: s.Go would panic after it, and leave the
+		// counter raised for good.
+		unusable(s, "WaitGroup.Go with")
 	}
 	wg.Add(1)
 	vt, err := s.Go(func(ctx context.Context) error {
