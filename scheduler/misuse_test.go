@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,4 +51,56 @@ func TestNilAndZeroSchedulerPanicClearly(t *testing.T) {
 			t.Errorf("WaitGroup.Go that panicked left the counter at %d", n)
 		}
 	}
+}
+
+// TestWaitGroupReusedBeforeWaitReturned: a WaitGroup may start a new round
+// (Add after the counter reached zero) while a Wait of the last round has
+// not returned yet, where sync.WaitGroup panics ("WaitGroup is reused
+// before previous Wait has returned"): here the Wait was released when the
+// counter reached zero, and returns, and the new round's Waits wait for
+// the new round.
+func TestWaitGroupReusedBeforeWaitReturned(t *testing.T) {
+	s := newSched(t, Options{Carriers: 1})
+	var wg WaitGroup
+	wg.Add(1)
+	queued := func() bool { wg.mu.Lock(); defer wg.mu.Unlock(); return !wg.q.empty() }
+	var returned, busy, hogging atomic.Bool
+	defer busy.Store(false) // on a failure too
+	waiter := goOrFatal(t, s, func(context.Context) error {
+		wg.Wait()
+		returned.Store(true)
+		return nil
+	})
+	waitUntil(t, "the first Wait to queue", queued)
+	busy.Store(true)
+	hog := goOrFatal(t, s, func(context.Context) error {
+		hogging.Store(true)
+		for busy.Load() {
+			// Spins on the only carrier: the woken waiter cannot run.
+		}
+		return nil
+	})
+	waitUntil(t, "the carrier to be busy", hogging.Load)
+	wg.Done() // releases the first Wait, which cannot run yet
+	wg.Add(1) // a new round, before that Wait has returned
+	if returned.Load() {
+		t.Fatal("the first Wait returned while its carrier was busy")
+	}
+	second := make(chan struct{})
+	go func() { wg.Wait(); close(second) }()
+	waitUntil(t, "the second Wait to queue", queued)
+	busy.Store(false)
+	if err := hog.Join(); err != nil {
+		t.Fatal(err)
+	}
+	if err := joinWithin(t, waiter); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+		t.Fatal("a Wait of the new round returned with its counter at 1")
+	default:
+	}
+	wg.Done()
+	waitDone(t, second, proofTimeout, "the second round's Wait")
 }

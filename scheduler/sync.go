@@ -458,6 +458,15 @@ func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
 // sync.WaitGroup, but Wait parks a calling virtual thread instead of
 // blocking its carrier. The zero value is usable. A WaitGroup must not be
 // copied after first use.
+//
+// As with sync.WaitGroup, an Add that raises the counter from zero must
+// happen before the Waits meant to wait for it: a Wait that races with
+// it may return at once. Unlike sync.WaitGroup, a WaitGroup may be reused
+// (an Add after the counter reached zero) before the Waits of the last
+// round have returned, and nothing panics: each Wait was released, and
+// taken off the queue, when the counter reached zero, so it returns
+// whatever the next round does, and the next round's Waits wait for that
+// round.
 type WaitGroup struct {
 	mu sync.Mutex
 	n  int64
