@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -103,4 +105,77 @@ func TestWaitGroupReusedBeforeWaitReturned(t *testing.T) {
 	}
 	wg.Done()
 	waitDone(t, second, proofTimeout, "the second round's Wait")
+}
+
+// copyCond copies *src into *dst as an assignment would, without the
+// assignment that go vet's copylocks reports.
+func copyCond(dst, src *Cond) {
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
+}
+
+// TestCondCopiedPanics: a Cond copied after first use panics in Wait,
+// Signal and Broadcast, as sync.Cond's copyChecker makes it, before it
+// changes anything (Wait leaves L locked); a copy shares its original's
+// queue, so a Signal on one could take a waiter that the other's Signal
+// then spent a wake-up on. A Cond copied before first use is fine.
+func TestCondCopiedPanics(t *testing.T) {
+	var m Mutex
+	orig := NewCond(&m)
+	orig.Signal() // first use
+	var copied Cond
+	copyCond(&copied, orig)
+	for name, f := range map[string]func(){
+		"Signal":    copied.Signal,
+		"Broadcast": copied.Broadcast,
+	} {
+		if msg := mustPanic(t, f); !strings.Contains(msg, "Cond is copied") {
+			t.Errorf("%s of a copied Cond panicked with %q, want a message that it is copied", name, msg)
+		}
+	}
+	m.Lock()
+	waited := make(chan string, 1)
+	go func() {
+		defer func() { waited <- fmt.Sprint(recover()) }()
+		copied.Wait()
+	}()
+	select {
+	case msg := <-waited:
+		if !strings.Contains(msg, "Cond is copied") {
+			t.Errorf("Wait of a copied Cond panicked with %q, want a message that it is copied", msg)
+		}
+	case <-time.After(proofTimeout):
+		// It waits, on the copy's queue: let it go.
+		copyCond(orig, &copied)
+		orig.Signal()
+		<-waited
+		t.Fatal("Wait of a copied Cond waited instead of panicking")
+	}
+	if m.TryLock() {
+		t.Error("Wait of a copied Cond unlocked L before it panicked")
+	}
+	m.Unlock()
+	orig.Broadcast() // the original goes on
+
+	fresh := NewCond(&m)
+	var early Cond
+	copyCond(&early, fresh) // before first use: allowed
+	early.Signal()
+	fresh.Signal()
+}
+
+// TestCondNilLocker: Wait on a Cond without L (a zero Cond, or NewCond(nil))
+// panics saying so, and leaves no waiter queued for a Signal to spend
+// itself on; it was a nil dereference.
+func TestCondNilLocker(t *testing.T) {
+	for name, c := range map[string]*Cond{"zero": new(Cond), "NewCond(nil)": NewCond(nil)} {
+		if msg := mustPanic(t, c.Wait); !strings.Contains(msg, "Cond.Wait") || !strings.Contains(msg, "nil L") {
+			t.Errorf("%s: Wait panicked with %q, want a message about a nil L", name, msg)
+		}
+		c.mu.Lock()
+		empty := c.q.empty()
+		c.mu.Unlock()
+		if !empty {
+			t.Errorf("%s: Wait that panicked left a waiter queued", name)
+		}
+	}
 }
