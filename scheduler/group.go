@@ -54,6 +54,9 @@ func (s *Scheduler) NewGroup(ctx context.Context) (*Group, context.Context) {
 // returns ErrClosed if the scheduler is shutting down.
 func (g *Group) Go(fn func(ctx context.Context) error) error {
 	g.check("Go")
+	if fn == nil {
+		panic("scheduler: Group.Go with a nil function")
+	}
 	vt, err := g.s.start("", g.ctx, g, fn)
 	if err != nil {
 		return err
@@ -131,8 +134,13 @@ func (g *Group) fail(err error) {
 // group, as in errgroup. Called from a virtual thread it parks; from a
 // goroutine it blocks. It joins each child with VThread.Join, the last
 // started first, which may run a child inside the caller (see Join).
+// Called from one of the group's own children, which it would wait for,
+// it panics.
 func (g *Group) Wait() error {
 	g.check("Wait")
+	if cur := Current(); cur != nil && cur.group == g {
+		panic("scheduler: Group.Wait called from one of the group's own children, which it would wait for forever (wait for the group from outside it)")
+	}
 	for {
 		g.mu.Lock()
 		var vt *VThread

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -178,4 +179,77 @@ func TestCondNilLocker(t *testing.T) {
 			t.Errorf("%s: Wait that panicked left a waiter queued", name)
 		}
 	}
+}
+
+// TestShutdownNilContext: Shutdown(nil) panics saying so before it changes
+// anything; it used to mark the scheduler closing and then dereference
+// nil, leaving a scheduler that refused new threads but whose carriers
+// ran on.
+func TestShutdownNilContext(t *testing.T) {
+	s := newSched(t, Options{Carriers: 1})
+	if msg := mustPanic(t, func() { s.Shutdown(nil) }); !strings.Contains(msg, "Shutdown with a nil Context") {
+		t.Errorf("Shutdown(nil) panicked with %q", msg)
+	}
+	vt, err := s.Go(func(context.Context) error { return nil })
+	if err != nil {
+		t.Fatalf("Go after a Shutdown(nil) that panicked: %v, want the scheduler untouched", err)
+	}
+	if err := joinWithin(t, vt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitNilContext: VThread.Wait(nil) panics saying so, from a goroutine
+// and from a virtual thread, where it was a nil dereference (from a
+// virtual thread, after queueing a joiner, which the end of the awaited
+// thread then unparked spuriously).
+func TestWaitNilContext(t *testing.T) {
+	s := newSched(t, Options{Carriers: 2})
+	release := NewChan[int](0)
+	target := goOrFatal(t, s, func(context.Context) error { release.Recv(); return nil })
+	check := func(where string) {
+		if msg := mustPanic(t, func() { target.Wait(nil) }); !strings.Contains(msg, "VThread.Wait with a nil Context") {
+			t.Errorf("%s: Wait(nil) panicked with %q", where, msg)
+		}
+	}
+	check("goroutine")
+	waiter := goOrFatal(t, s, func(context.Context) error { check("virtual thread"); return nil })
+	if err := joinWithin(t, waiter); err != nil {
+		t.Fatal(err)
+	}
+	release.Close()
+	if err := joinWithin(t, target); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGroupMisuseMessages: Group.Go with a nil function names Group.Go
+// (it said scheduler.Go), and Group.Wait from one of the group's own
+// children panics at once, saying why, failing the group, where it
+// panicked that a virtual thread cannot Join itself, and that only after
+// joining every child started after the caller.
+func TestGroupMisuseMessages(t *testing.T) {
+	s := newSched(t, Options{Carriers: 2})
+	g, gctx := s.NewGroup(context.Background())
+	if msg := mustPanic(t, func() { g.Go(nil) }); !strings.Contains(msg, "Group.Go") || !strings.Contains(msg, "nil function") {
+		t.Errorf("Group.Go(nil) panicked with %q", msg)
+	}
+	release := NewChan[int](0)
+	if err := g.Go(func(context.Context) error { release.Recv(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Go(func(context.Context) error { return g.Wait() }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gctx.Done():
+		var pe *PanicError
+		if err := context.Cause(gctx); !errors.As(err, &pe) || !strings.Contains(fmt.Sprint(pe.Value), "Group.Wait") || !strings.Contains(fmt.Sprint(pe.Value), "own children") {
+			t.Errorf("Group.Wait from a child: the group failed with %v, want a panic that says why", err)
+		}
+	case <-time.After(proofTimeout):
+		t.Error("Group.Wait from a child waited for the group's other children instead of panicking")
+	}
+	release.Close()
+	g.Wait()
 }

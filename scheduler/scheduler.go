@@ -681,10 +681,13 @@ func (vt *VThread) dropJoiner(w *waiter) {
 
 // Wait is Join with a context: it returns ctx.Err() if ctx ends first.
 // Unlike Join, it never runs vt inside the caller. A virtual thread that
-// waits for itself panics, as Join does.
+// waits for itself panics, as Join does, and so does a nil ctx.
 func (vt *VThread) Wait(ctx context.Context) error {
 	if vt == nil {
 		nilVThread("Wait")
+	}
+	if ctx == nil {
+		panic("scheduler: VThread.Wait with a nil Context (use Join to wait without one)")
 	}
 	if vt.finished() {
 		return vt.err
@@ -1325,9 +1328,13 @@ func (s *Scheduler) drained() bool {
 // a virtual thread must watch its context to be cancelled: sleep with
 // SleepContext, and wait with the calls that take a context (VThread.Wait,
 // Semaphore.Acquire, Chan.RecvContext...). Called from one of s's own
-// virtual threads, which it would wait for, it panics.
+// virtual threads, which it would wait for, or with a nil ctx, it panics
+// before it changes anything.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.check("Shutdown")
+	if ctx == nil {
+		panic("scheduler: Scheduler.Shutdown with a nil Context (pass context.Background() to drain however long it takes)")
+	}
 	s.notFromOwn("Shutdown")
 	s.closing.Store(true)
 	s.checkDrained()
