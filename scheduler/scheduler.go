@@ -89,7 +89,9 @@ type Options struct {
 	// blocks the only carrier until it is unparked from outside, which in
 	// a simulation is never, so a deterministic program must not block
 	// inside pinning.Do, a cgo callback or a reflect call, or with its
-	// thread locked.
+	// thread locked. Deterministic overrides Carriers and MaxCompensation
+	// (one carrier, none extra), so that one Options can be run either
+	// way by setting Deterministic alone.
 	Deterministic bool
 	// Seed seeds the deterministic mode's choice of the next virtual
 	// thread; it is unused unless Deterministic is set.
