@@ -300,7 +300,11 @@ func (c *Chan[T]) SendTimeout(v T, d time.Duration) bool {
 // It returns nil if v was sent. A send that needs no waiting happens even
 // if ctx has ended already (a try comes first), as it may in a select
 // over ctx.Done() and a Go channel: check ctx.Err() first to rule it out.
+// A nil ctx panics.
 func (c *Chan[T]) SendContext(ctx context.Context, v T) error {
+	if ctx == nil { // nil is send's "no context"
+		nilContext("Chan.SendContext")
+	}
 	if c.send(v, true, ctx, -1) {
 		return nil
 	}
@@ -472,7 +476,11 @@ func (c *Chan[T]) RecvTimeout(d time.Duration) (v T, ok, ready bool) {
 // RecvContext is Recv that gives up when ctx ends, returning ctx.Err().
 // A receive that needs no waiting happens even if ctx has ended already,
 // as with SendContext.
+// A nil ctx panics.
 func (c *Chan[T]) RecvContext(ctx context.Context) (v T, ok bool, err error) {
+	if ctx == nil {
+		nilContext("Chan.RecvContext")
+	}
 	v, ok, ready := c.recv(true, ctx, -1)
 	if !ready {
 		return v, false, ctx.Err()
@@ -805,7 +813,11 @@ func SelectTimeout(d time.Duration, cases ...Case) (index int, recvOK bool) {
 // SelectContext is Select that gives up when ctx ends, returning index -1
 // and ctx.Err(). A case that is ready is chosen even if ctx has ended
 // already, as with SendContext.
+// A nil ctx panics.
 func SelectContext(ctx context.Context, cases ...Case) (index int, recvOK bool, err error) {
+	if ctx == nil {
+		nilContext("SelectContext")
+	}
 	index, recvOK, fired := doSelect(cases, true, ctx, -1)
 	if !fired {
 		return -1, false, ctx.Err()

@@ -253,3 +253,55 @@ func TestGroupMisuseMessages(t *testing.T) {
 	release.Close()
 	g.Wait()
 }
+
+// TestNilContextPanicsClearly: the calls that take a context panic,
+// saying so, when given a nil one, from a goroutine and from a virtual
+// thread, before they do anything. The Chan and Select variants used to
+// take nil for "no context" (and wait for ever where they had to wait),
+// and Semaphore.Acquire and SleepContext dereferenced nil.
+func TestNilContextPanicsClearly(t *testing.T) {
+	var nilCtx context.Context
+	// Each call gets things it could complete with at once, so that none
+	// waits before the fix, and reports whether it did its work.
+	full := func() *Chan[int] { c := NewChan[int](1); c.Send(1); return c }
+	calls := map[string]func() (worked func() bool){
+		"Chan.SendContext": func() func() bool {
+			c := NewChan[int](1)
+			return func() bool { c.SendContext(nilCtx, 1); return c.Len() == 1 }
+		},
+		"Chan.RecvContext": func() func() bool {
+			c := full()
+			return func() bool { c.RecvContext(nilCtx); return c.Len() == 0 }
+		},
+		"SelectContext": func() func() bool {
+			c := full()
+			return func() bool { SelectContext(nilCtx, RecvCase(c, nil)); return c.Len() == 0 }
+		},
+		"Semaphore.Acquire": func() func() bool {
+			sem := NewSemaphore(1)
+			return func() bool { sem.Acquire(nilCtx, 1); return !sem.TryAcquire(1) }
+		},
+		"SleepContext": func() func() bool {
+			return func() bool { SleepContext(nilCtx, 0); return true }
+		},
+	}
+	check := func(where string) {
+		for name, prepare := range calls {
+			call := prepare()
+			worked := false
+			msg := mustPanic(t, func() { worked = call() })
+			if !strings.Contains(msg, name+" with a nil Context") {
+				t.Errorf("%s: %s(nil, ...) panicked with %q", where, name, msg)
+			}
+			if worked {
+				t.Errorf("%s: %s(nil, ...) did its work", where, name)
+			}
+		}
+	}
+	check("goroutine")
+	s := newSched(t, Options{Carriers: 1})
+	vt := goOrFatal(t, s, func(context.Context) error { check("virtual thread"); return nil })
+	if err := joinWithin(t, vt); err != nil {
+		t.Fatal(err)
+	}
+}

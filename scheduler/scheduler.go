@@ -689,7 +689,7 @@ func (vt *VThread) Wait(ctx context.Context) error {
 		nilVThread("Wait")
 	}
 	if ctx == nil {
-		panic("scheduler: VThread.Wait with a nil Context (use Join to wait without one)")
+		nilContext("VThread.Wait")
 	}
 	if vt.finished() {
 		return vt.err
@@ -804,6 +804,14 @@ func (vt *VThread) Unpark() {
 		nilVThread("Unpark")
 	}
 	vt.unparkOn(nil)
+}
+
+// nilContext panics for a call of fn with a nil context.Context, which
+// the context package forbids.
+//
+//go:noinline
+func nilContext(fn string) {
+	panic("scheduler: " + fn + " with a nil Context (pass context.Background() or context.TODO() for none)")
 }
 
 // nilVThread panics for a method called on a nil *VThread, with a message
@@ -968,8 +976,12 @@ func (vt *VThread) sleepUntil(d time.Duration, done <-chan struct{}) {
 // sleep ends may still unpark the thread once after it has returned: the
 // next Park may then return spuriously, as Park may.)
 //
-// From a plain goroutine it waits on a time.Timer and ctx.Done().
+// From a plain goroutine it waits on a time.Timer and ctx.Done(). A nil
+// ctx panics.
 func SleepContext(ctx context.Context, d time.Duration) error {
+	if ctx == nil {
+		nilContext("SleepContext")
+	}
 	done := ctx.Done()
 	if isDone(done) {
 		return ctx.Err()
@@ -1335,7 +1347,7 @@ func (s *Scheduler) drained() bool {
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.check("Shutdown")
 	if ctx == nil {
-		panic("scheduler: Scheduler.Shutdown with a nil Context (pass context.Background() to drain however long it takes)")
+		nilContext("Scheduler.Shutdown")
 	}
 	s.notFromOwn("Shutdown")
 	s.closing.Store(true)

@@ -664,10 +664,14 @@ func NewSemaphore(n int64) *Semaphore {
 //     ended by the time the woken Acquire looks), it gives them back,
 //     waking the waiters they now satisfy, and returns ctx.Err().
 //
-// A request for more tokens than the semaphore has waits for ctx.
+// A request for more tokens than the semaphore has waits for ctx. A nil
+// ctx panics.
 func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if n < 0 {
 		panic("scheduler: Semaphore.Acquire with a negative count")
+	}
+	if ctx == nil {
+		nilContext("Semaphore.Acquire")
 	}
 	done := ctx.Done()
 	s.mu.Lock()
