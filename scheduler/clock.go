@@ -44,12 +44,13 @@ func (s *Scheduler) Now() time.Time {
 // deterministic one still pending when the last virtual thread ends
 // during the Shutdown never fires, as virtual time stops there (nor does
 // one already due then: f would start after Shutdown saw the scheduler
-// drained). In deterministic mode f, being one of the scheduler's virtual
-// threads, cannot call s.Close or s.Shutdown, which would wait for it
-// (they panic, and so end the program); a timer meant to shut the
-// scheduler down starts a goroutine that does (go s.Close()). AfterFunc
-// panics at once if f is nil, where time.AfterFunc's goroutine would when
-// the timer fired.
+// drained, nor one armed after that, whose Stop reports true, as for any
+// timer that has not fired). In deterministic mode f, being one of the
+// scheduler's virtual threads, cannot call s.Close or s.Shutdown, which
+// would wait for it (they panic, and so end the program); a timer meant
+// to shut the scheduler down starts a goroutine that does (go s.Close()).
+// AfterFunc panics at once if f is nil, where time.AfterFunc's goroutine
+// would when the timer fired.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 	s.check("AfterFunc")
 	if f == nil {
