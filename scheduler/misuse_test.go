@@ -305,3 +305,54 @@ func TestNilContextPanicsClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Shutdown and Close called from another scheduler's virtual thread park
+// it while they wait: on a one-carrier scheduler, the thread that lets
+// the other scheduler drain runs meanwhile. Before, they blocked the
+// carrier, and the drain waited for a thread that carrier would never
+// run.
+func TestShutdownFromAnotherSchedulersThreadParks(t *testing.T) {
+	for _, op := range []string{"Shutdown", "Close"} {
+		t.Run(op, func(t *testing.T) {
+			for _, det := range []bool{false, true} {
+				a := proofSched(t, Options{Carriers: 1, Deterministic: det, Seed: 1})
+				b, err := New(Options{Carriers: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				held := make(chan *VThread, 1)
+				// b's thread waits for an Unpark that a's second thread gives.
+				if _, err := b.Go(func(ctx context.Context) error {
+					held <- Current()
+					Park()
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				bt := <-held
+				waitUntil(t, "b's thread to park", func() bool { return bt.state.Load() == vtParked })
+				calling := make(chan struct{})
+				closer := goOrFatal(t, a, func(ctx context.Context) error {
+					close(calling)
+					if op == "Close" {
+						return b.Close()
+					}
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					return b.Shutdown(sctx)
+				})
+				<-calling // the releaser can run only once the closer frees the carrier
+				releaser := goOrFatal(t, a, func(ctx context.Context) error {
+					bt.Unpark()
+					return nil
+				})
+				if err := joinWithin(t, releaser); err != nil {
+					t.Fatal(err)
+				}
+				if err := joinWithin(t, closer); err != nil {
+					t.Fatalf("deterministic=%v: %s from a's thread: %v", det, op, err)
+				}
+			}
+		})
+	}
+}

@@ -1343,7 +1343,9 @@ func (s *Scheduler) drained() bool {
 // SleepContext, and wait with the calls that take a context (VThread.Wait,
 // Semaphore.Acquire, Chan.RecvContext...). Called from one of s's own
 // virtual threads, which it would wait for, or with a nil ctx, it panics
-// before it changes anything.
+// before it changes anything. Called from another scheduler's virtual
+// thread, it parks that thread while it waits (a goroutine of its own
+// waits), so that its carrier goes on running the others.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.check("Shutdown")
 	if ctx == nil {
@@ -1353,20 +1355,41 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	s.checkDrained()
 	s.wakeAll()
-	select {
-	case <-s.allDone:
-	case <-ctx.Done():
+	var err error
+	blockParked(func() {
 		select {
-		case <-s.allDone: // both were ready: it drained
-		default:
-			s.cancel()
-			return ctx.Err()
+		case <-s.allDone:
+		case <-ctx.Done():
+			select {
+			case <-s.allDone: // both were ready: it drained
+			default:
+				s.cancel()
+				err = ctx.Err()
+				return
+			}
 		}
+		s.cancel()
+		s.wakeAll()
+		s.wg.Wait()
+	})
+	return err
+}
+
+// blockParked calls wait, which blocks; called from a virtual thread (of
+// another scheduler: Shutdown and Close), it calls wait in a goroutine of
+// its own and parks until wait has returned, so that its carrier runs
+// other virtual threads meanwhile, which the wait may well be for.
+func blockParked(wait func()) {
+	if Current() == nil {
+		wait()
+		return
 	}
-	s.cancel()
-	s.wakeAll()
-	s.wg.Wait()
-	return nil
+	w := newWaiter()
+	go func() {
+		wait()
+		w.wake()
+	}()
+	w.wait()
 }
 
 // notFromOwn panics if a virtual thread of s calls its method op, which
@@ -1382,7 +1405,8 @@ func (s *Scheduler) notFromOwn(op string) {
 // a Sleep: Close waits for the rest of a thread's Sleep, where a
 // SleepContext on the thread's context returns at once (see Shutdown).
 // Called from one of s's own virtual threads, which it would wait for, it
-// panics.
+// panics; from another scheduler's, it parks that thread while it waits,
+// as Shutdown does.
 func (s *Scheduler) Close() error {
 	s.check("Close")
 	s.notFromOwn("Close")
@@ -1390,8 +1414,10 @@ func (s *Scheduler) Close() error {
 	s.cancel()
 	s.checkDrained()
 	s.wakeAll()
-	<-s.allDone
-	s.wakeAll()
-	s.wg.Wait()
+	blockParked(func() {
+		<-s.allDone
+		s.wakeAll()
+		s.wg.Wait()
+	})
 	return nil
 }
