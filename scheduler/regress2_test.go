@@ -232,16 +232,20 @@ func TestWaitGroupGoNil(t *testing.T) {
 	wg.Go(s, nil)
 }
 
-// TestNilVThreadPanicsClearly: Unpark, Join, Wait and Done on a nil *VThread (as
+// TestNilVThreadPanicsClearly: Unpark, Join, Wait, Done and the accessors on a nil *VThread (as
 // from Current outside a virtual thread) panic with a message that names
 // the method and where nil handles come from, not a nil dereference.
 func TestNilVThreadPanicsClearly(t *testing.T) {
 	var vt *VThread = Current() // a plain goroutine: nil
 	for name, call := range map[string]func(){
-		"Unpark": func() { vt.Unpark() },
-		"Join":   func() { _ = vt.Join() },
-		"Wait":   func() { _ = vt.Wait(context.Background()) },
-		"Done":   func() { <-vt.Done() },
+		"Unpark":    func() { vt.Unpark() },
+		"Join":      func() { _ = vt.Join() },
+		"Wait":      func() { _ = vt.Wait(context.Background()) },
+		"Done":      func() { <-vt.Done() },
+		"ID":        func() { _ = vt.ID() },
+		"Name":      func() { _ = vt.Name() },
+		"Context":   func() { _ = vt.Context() },
+		"Scheduler": func() { _ = vt.Scheduler() },
 	} {
 		func() {
 			defer func() {
@@ -252,5 +256,8 @@ func TestNilVThreadPanicsClearly(t *testing.T) {
 			}()
 			call()
 		}()
+	}
+	if got := vt.String(); got != "vthread <nil>" {
+		t.Errorf("String of a nil *VThread = %q", got)
 	}
 }

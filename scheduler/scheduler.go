@@ -520,10 +520,19 @@ func bodyEnded() {
 }
 
 // ID returns the virtual thread's identifier, unique within its scheduler.
-func (vt *VThread) ID() uint64 { return vt.id }
+// ID, Name, Context and Scheduler panic on a nil *VThread, saying so.
+func (vt *VThread) ID() uint64 {
+	if vt == nil {
+		nilVThread("ID")
+	}
+	return vt.id
+}
 
 // Name returns the name given to GoNamed, or "".
 func (vt *VThread) Name() string {
+	if vt == nil {
+		nilVThread("Name")
+	}
 	if r := vt.rare.Load(); r != nil {
 		return r.name
 	}
@@ -532,7 +541,12 @@ func (vt *VThread) Name() string {
 
 // Context returns the virtual thread's context, the one its function
 // gets.
-func (vt *VThread) Context() context.Context { return &vt.ctx }
+func (vt *VThread) Context() context.Context {
+	if vt == nil {
+		nilVThread("Context")
+	}
+	return &vt.ctx
+}
 
 // vtContext is a virtual thread's context: its parent's (the scheduler's,
 // or its group's) deadline, cancellation and values, and the virtual
@@ -567,11 +581,19 @@ func FromContext(ctx context.Context) *VThread {
 }
 
 // Scheduler returns the scheduler the virtual thread runs on.
-func (vt *VThread) Scheduler() *Scheduler { return vt.s }
+func (vt *VThread) Scheduler() *Scheduler {
+	if vt == nil {
+		nilVThread("Scheduler")
+	}
+	return vt.s
+}
 
 // String returns "vthread ID", followed by the name in parentheses if it
-// has one.
+// has one; "vthread <nil>" for a nil *VThread.
 func (vt *VThread) String() string {
+	if vt == nil {
+		return "vthread <nil>"
+	}
 	if name := vt.Name(); name != "" {
 		return fmt.Sprintf("vthread %d (%s)", vt.id, name)
 	}
