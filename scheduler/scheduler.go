@@ -741,20 +741,33 @@ func (vt *VThread) Wait(ctx context.Context) error {
 // Current returns the virtual thread running on the calling goroutine, or
 // nil if it is not running one.
 func Current() *VThread {
-	// Innermost is inlined, weft.Current is not: the usual case, a
-	// virtual thread's own code, costs one call to find it.
-	c := weft.Innermost()
-	if c == nil {
-		return nil
+	if c := weft.Innermost(); c != nil {
+		return currentIn(c)
 	}
+	return nil
+}
+
+// currentIn is Current given the innermost continuation mounted on the
+// calling goroutine (weft.Innermost), not nil. It inlines, as Innermost
+// does: a caller with both inline finds a virtual thread in its own code
+// with Innermost's call alone, where Current is a call more (unparkOn,
+// on the path of every wake-up by a virtual thread).
+func currentIn(c *weft.Cont) (vt *VThread) {
 	if c.Scope() != vthreadScope {
-		// In a continuation that a virtual thread's body mounted.
-		if c = weft.Current(vthreadScope); c == nil {
-			return nil
-		}
+		return currentOuter()
 	}
-	vt, _ := c.Owner().(*VThread)
-	return vt
+	vt, _ = c.Owner().(*VThread)
+	return
+}
+
+// currentOuter is currentIn for code in a continuation that a virtual
+// thread's body mounted, or that runs no virtual thread.
+func currentOuter() *VThread {
+	if c := weft.Current(vthreadScope); c != nil {
+		vt, _ := c.Owner().(*VThread)
+		return vt
+	}
+	return nil
 }
 
 // currentTop returns the calling virtual thread, or nil, and whether the
@@ -853,7 +866,15 @@ func (vt *VThread) unparkOn(c *carrier) {
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
 		if c == nil {
-			c = vt.s.runningCarrier()
+			// runningCarrier, with Current written out: Innermost
+			// and currentIn inline, and a wake-up by a virtual
+			// thread (every Chan hand-off's) finds its carrier
+			// without Current's call.
+			if k := weft.Innermost(); k != nil {
+				if cur := currentIn(k); cur != nil && cur.s == vt.s {
+					c = cur.carrier
+				}
+			}
 		}
 		if c != nil {
 			c.pushOwn(vt) // what readyOn does with c, without its call
