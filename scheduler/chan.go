@@ -380,7 +380,10 @@ func (c *Chan[T]) sendWait(v T) {
 		c.mu.Unlock()
 		return
 	}
-	vt := Current()
+	var vt *VThread // Current, with currentIn inline
+	if k := weft.Innermost(); k != nil {
+		vt = currentIn(k)
+	}
 	n := keptNodeOf[T](vt)
 	if n == nil {
 		n = newWaitNode[T](vt)
@@ -547,7 +550,10 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 		c.mu.Unlock()
 		return v, false
 	}
-	vt := Current()
+	var vt *VThread // Current, with currentIn inline
+	if k := weft.Innermost(); k != nil {
+		vt = currentIn(k)
+	}
 	n := keptNodeOf[T](vt)
 	if n == nil {
 		n = newWaitNode[T](vt)
