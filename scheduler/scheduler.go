@@ -796,7 +796,10 @@ func currentTop() (*VThread, bool) {
 // pinning.Do, a reflect call... on its stack), Park blocks its carrier
 // instead, and the scheduler may start an extra carrier meanwhile.
 func Park() {
-	vt := Current()
+	var vt *VThread // Current, with currentIn inline
+	if k := weft.Innermost(); k != nil {
+		vt = currentIn(k)
+	}
 	if vt == nil {
 		parkOutside()
 	}
