@@ -465,19 +465,35 @@ func runNested(cur, vt *VThread) bool {
 }
 
 // pop takes the newest virtual thread of c's queue; called on c's
-// goroutine.
+// goroutine. next has it written out: a thread in runnext (the partner
+// of a hand-off, a spawn that is joined) is then taken without a call.
 func (c *carrier) pop() *VThread {
-	switch r := c.rn.Load(); r {
-	case rnNone:
-		return nil // only c queues on c
-	case rnQueue, rnTaking:
-	default:
-		if c.rn.CompareAndSwap(r, rnNone) {
-			vt := c.runnext
-			c.runnext = nil
-			return vt
-		}
-		// A thief is taking it: the lock waits for it.
+	if r := c.rn.Load(); isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+		return c.takeRunnext()
+	} else {
+		return c.popQueue(r)
+	}
+}
+
+// isID reports whether r, a value of rn, is a thread's ID: not rnNone,
+// rnQueue or rnTaking.
+func isID(r uint64) bool { return r-1 < rnTaking-1 }
+
+// takeRunnext returns the thread in runnext, which c's goroutine has just
+// taken by moving rn from its ID to rnNone, and clears runnext.
+func (c *carrier) takeRunnext() *VThread {
+	vt := c.runnext
+	c.runnext = nil
+	return vt
+}
+
+// popQueue is the rest of pop, given rn as pop loaded it: nothing if it
+// was rnNone (only c queues on c), else the newest of queue, under the
+// lock; a thread's ID there means that a thief took it or is taking it
+// (the lock waits for it).
+func (c *carrier) popQueue(r uint64) *VThread {
+	if r == rnNone {
+		return nil
 	}
 	c.mu.Lock()
 	if len(c.queue) == c.head {
@@ -577,7 +593,10 @@ func (c *carrier) next() *VThread {
 		}
 		c.demote()
 	}
-	if vt := c.pop(); vt != nil {
+	// pop, written out.
+	if r := c.rn.Load(); isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+		return c.takeRunnext()
+	} else if vt := c.popQueue(r); vt != nil {
 		return vt
 	}
 	if vt := s.popGlobal(); vt != nil {
