@@ -80,8 +80,8 @@ type carrier struct {
 	// carrier, which Go reuses when called from a virtual thread running
 	// on it; only the carrier's goroutine touches them.
 	free []*weft.Cont
-	// picks counts next's calls, for its fairness rule; only the
-	// carrier's goroutine touches it.
+	// picks counts next's calls since its last fair one, for its
+	// fairness rule; only the carrier's goroutine touches it.
 	picks uint32
 
 	// count is this carrier's shard of the live count (Scheduler.shard
@@ -587,7 +587,8 @@ func (c *carrier) next() *VThread {
 		d.fireDue()
 		return d.pop()
 	}
-	if c.picks++; c.picks%fairPicks == 0 {
+	if c.picks++; c.picks == fairPicks {
+		c.picks = 0
 		if vt := s.popGlobal(); vt != nil {
 			return vt
 		}
