@@ -206,8 +206,8 @@ func keptNodeOf[T any](vt *VThread) *chanNode[T] {
 
 // newWaitNode makes the node of a Send or Recv that waits for a
 // goroutine (vt nil), or for a virtual thread that keeps none for T, which
-// keeps it. Not inlined:
-// sendWait's and recvWait's frames stay as they were without it.
+// keeps it. Not inlined: sendWait's and recvWait's frames stay as they
+// were without it.
 //
 //go:noinline
 func newWaitNode[T any](vt *VThread) *chanNode[T] {
