@@ -115,8 +115,11 @@ func Listen(network, addr string) (*Listener, error) {
 }
 
 // ListenContext is Listen with a context that bounds the resolution of a
-// host name in addr.
+// host name in addr. A nil ctx panics.
 func ListenContext(ctx context.Context, network, addr string) (*Listener, error) {
+	if ctx == nil {
+		nilContext("ListenContext")
+	}
 	if err := supported(); err != nil {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
@@ -204,8 +207,12 @@ func Dial(network, addr string) (*Conn, error) {
 // and a deadline of ctx is shared between them as package net shares it:
 // each gets an equal part of the time left, but at least 2 seconds (or all
 // of it, if less is left), so that an address that never answers does not
-// use up the time of those after it.
+// use up the time of those after it. A nil ctx panics, as it does in
+// net.Dialer.DialContext.
 func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
+	if ctx == nil {
+		nilContext("DialContext")
+	}
 	if err := supported(); err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
@@ -231,6 +238,15 @@ func DialContext(ctx context.Context, network, addr string) (*Conn, error) {
 		}
 	}
 	return nil, first
+}
+
+// nilContext panics for a call of fn with a nil context.Context, which
+// the context package forbids. Not inlined, to keep the callers' check
+// small.
+//
+//go:noinline
+func nilContext(fn string) {
+	panic("vnet: " + fn + " with a nil Context (pass context.Background() or context.TODO() for none)")
 }
 
 // minDialPart is the least time DialContext gives one address of several
