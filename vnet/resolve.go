@@ -11,7 +11,10 @@ import (
 	"github.com/weftrt/weft/scheduler"
 )
 
-var errNoSuitableAddress = errors.New("no suitable address found")
+var (
+	errNoSuitableAddress = errors.New("no suitable address found")
+	errMissingAddress    = errors.New("missing address") // package net's words
+)
 
 // resolve turns addr into the TCP addresses to listen on or dial, in the
 // order to try them. An IP literal and a numeric port are parsed in place;
@@ -22,6 +25,14 @@ func resolve(ctx context.Context, network, addr string, listen bool) ([]*net.TCP
 	case "tcp", "tcp4", "tcp6":
 	default:
 		return nil, net.UnknownNetworkError(network)
+	}
+	if addr == "" {
+		// As package net: no address at all is every local address and
+		// a chosen port to listen on, and nothing to dial.
+		if listen {
+			return []*net.TCPAddr{{}}, nil
+		}
+		return nil, errMissingAddress
 	}
 	host, service, err := net.SplitHostPort(addr)
 	if err != nil {

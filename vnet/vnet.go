@@ -108,7 +108,7 @@ func (l *Listener) ok() bool { return l != nil && l.fd != nil }
 // (for "tcp", IPv4 and IPv6 where the system supports both, as net.Listen
 // does); "0.0.0.0" listens on all IPv4 addresses, "[::]" on all IPv6 ones
 // and, with "tcp", IPv4 ones. A port of "0" (or "") chooses a free port,
-// which Addr reports. A host name listens on its first IPv4 address, or
+// which Addr reports; an empty addr is ":0". A host name listens on its first IPv4 address, or
 // first address.
 func Listen(network, addr string) (*Listener, error) {
 	return ListenContext(context.Background(), network, addr)
