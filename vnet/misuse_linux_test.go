@@ -5,6 +5,7 @@ package vnet_test
 import (
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,5 +41,63 @@ func TestEmptyAddress(t *testing.T) {
 	var oe *net.OpError
 	if !errors.As(err, &oe) || oe.Op != "dial" || oe.Err == nil || nerr == nil || oe.Err.Error() != "missing address" || !strings.HasSuffix(nerr.Error(), ": missing address") {
 		t.Errorf("Dial(\"tcp\", \"\") = %v; net.Dial says %v", err, nerr)
+	}
+}
+
+// "tcp6" is IPv6 only: an IPv4-mapped IPv6 address (::ffff:a.b.c.d) is an
+// IPv4 address to it, as to package net, which finds no suitable address;
+// vnet dialled such an address over IPv4 and failed to bind one with
+// EINVAL. "tcp" and "tcp4" take it for the IPv4 address, as net does.
+func TestTCP6RefusesMappedIPv4(t *testing.T) {
+	leakCheck(t)
+	ln, err := vnet.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	mapped := net.JoinHostPort("::ffff:127.0.0.1", port)
+	noSuitable := func(what string, err error) {
+		t.Helper()
+		var ae *net.AddrError
+		if !errors.As(err, &ae) || ae.Err != "no suitable address found" {
+			t.Errorf("%s = %v, want no suitable address, as package net", what, err)
+		}
+	}
+	c, err := vnet.Dial("tcp6", mapped)
+	if err == nil {
+		t.Errorf("Dial(tcp6, %s) connected %v to %v", mapped, c.LocalAddr(), c.RemoteAddr())
+		c.Close()
+	}
+	noSuitable("Dial(tcp6, "+mapped+")", err)
+	l6, err := vnet.Listen("tcp6", "[::ffff:127.0.0.1]:0")
+	if err == nil {
+		t.Errorf("Listen(tcp6, [::ffff:127.0.0.1]:0) listens on %v", l6.Addr())
+		l6.Close()
+	}
+	noSuitable("Listen(tcp6, [::ffff:127.0.0.1]:0)", err)
+	for _, network := range []string{"tcp", "tcp4"} {
+		done := make(chan error, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				c.Close()
+			}
+			done <- err
+		}()
+		c, err := vnet.Dial(network, mapped)
+		if err != nil {
+			t.Errorf("Dial(%s, %s): %v", network, mapped, err)
+			ln.Close() // ends the Accept
+			<-done
+			return
+		}
+		if ra := c.RemoteAddr().(*net.TCPAddr); ra.IP.To4() == nil || ra.Port != ln.Addr().(*net.TCPAddr).Port {
+			t.Errorf("Dial(%s, %s) connected to %v", network, mapped, ra)
+		}
+		c.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

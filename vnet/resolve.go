@@ -67,9 +67,9 @@ func resolve(ctx context.Context, network, addr string, listen bool) ([]*net.TCP
 	}
 	var out []*net.TCPAddr
 	for _, ip := range ips { // the resolver's order (RFC 6724)
-		if ip.Is4In6() && network != "tcp6" {
-			ip = ip.Unmap()
-		}
+		// An IPv4-mapped address is an IPv4 one, as in package net:
+		// "tcp6" has no use for it.
+		ip = ip.Unmap()
 		if ip.Is4() && network == "tcp6" || ip.Is6() && network == "tcp4" {
 			continue
 		}
