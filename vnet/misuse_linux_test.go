@@ -101,3 +101,49 @@ func TestTCP6RefusesMappedIPv4(t *testing.T) {
 		}
 	}
 }
+
+// The IPv6 unspecified address "::" stands for 0.0.0.0 too, as in package
+// net (its fallback for a half-configured IPv6, issue 18806): "tcp4" listens
+// on 0.0.0.0 with it and dials the local system, where vnet found no
+// suitable address.
+func TestTCP4UnspecifiedIPv6(t *testing.T) {
+	leakCheck(t)
+	ln, err := vnet.Listen("tcp4", "[::]:0")
+	if err != nil {
+		t.Fatalf("Listen(tcp4, [::]:0): %v; net.Listen listens on 0.0.0.0", err)
+	}
+	defer ln.Close()
+	a := ln.Addr().(*net.TCPAddr)
+	if !a.IP.Equal(net.IPv4zero) || a.Port == 0 {
+		t.Fatalf("Listen(tcp4, [::]:0) listens on %v; net.Listen on 0.0.0.0", a)
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	dial := net.JoinHostPort("::", strconv.Itoa(a.Port))
+	c, err := vnet.Dial("tcp4", dial)
+	if err != nil {
+		ln.Close() // ends the Accept
+		<-done
+		t.Fatalf("Dial(tcp4, %s): %v; net.Dial connects to 127.0.0.1", dial, err)
+	}
+	if ra := c.RemoteAddr().(*net.TCPAddr); ra.IP.To4() == nil || ra.Port != a.Port {
+		t.Errorf("Dial(tcp4, %s) connected to %v", dial, ra)
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// "tcp" still listens on IPv6 (and IPv4) with it, where IPv6 is.
+	if l6, err := vnet.Listen("tcp", "[::]:0"); err == nil {
+		if ip := l6.Addr().(*net.TCPAddr).IP; !ip.Equal(net.IPv6unspecified) {
+			t.Errorf("Listen(tcp, [::]:0) listens on %v, want ::", ip)
+		}
+		l6.Close()
+	}
+}

@@ -65,6 +65,13 @@ func resolve(ctx context.Context, network, addr string, listen bool) ([]*net.TCP
 			return nil, err
 		}
 	}
+	if len(ips) == 1 && ips[0].WithZone("") == netip.IPv6Unspecified() && (!listen || network == "tcp4") {
+		// As package net (issue 18806): "::" is 0.0.0.0 as well, for a
+		// system whose IPv6 is half configured and for "tcp4". Not to
+		// listen with "tcp", which listens on both where it can (and
+		// would take the IPv4 address first).
+		ips = append(ips, netip.IPv4Unspecified())
+	}
 	var out []*net.TCPAddr
 	for _, ip := range ips { // the resolver's order (RFC 6724)
 		// An IPv4-mapped address is an IPv4 one, as in package net:
