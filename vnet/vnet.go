@@ -108,11 +108,12 @@ func (l *Listener) ok() bool { return l != nil && l.fd != nil }
 // (for "tcp", IPv4 and IPv6 where the system supports both, as net.Listen
 // does); "0.0.0.0" listens on all IPv4 addresses, "[::]" on all IPv6 ones
 // and, with "tcp", IPv4 ones (with "tcp4", it is "0.0.0.0", as in package
-// net, and Dial tries 0.0.0.0 after it, as net.Dial does). A port of "0" (or "") chooses a free port,
-// which Addr reports; an empty addr is ":0". An IPv4-mapped IPv6 address
-// ("[::ffff:127.0.0.1]") is the IPv4 address, as in package net, so
-// "tcp6" finds no suitable address in it; Dial does the same. A host name
-// listens on its first IPv4 address, or first address.
+// net, and Dial tries 0.0.0.0 after it, as net.Dial does). A port of "0"
+// (or "") chooses a free port, which Addr reports; an empty addr is ":0".
+// An IPv4-mapped IPv6 address ("[::ffff:127.0.0.1]") is the IPv4
+// address, as in package net, so "tcp6" finds no suitable address in it;
+// Dial does the same. A host name listens on its first IPv4 address, or
+// first address.
 func Listen(network, addr string) (*Listener, error) {
 	return ListenContext(context.Background(), network, addr)
 }
