@@ -468,11 +468,11 @@ func runNested(cur, vt *VThread) bool {
 // goroutine. next has it written out: a thread in runnext (the partner
 // of a hand-off, a spawn that is joined) is then taken without a call.
 func (c *carrier) pop() *VThread {
-	if r := c.rn.Load(); isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+	r := c.rn.Load()
+	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
 		return c.takeRunnext()
-	} else {
-		return c.popQueue(r)
 	}
+	return c.popQueue(r)
 }
 
 // isID reports whether r, a value of rn, is a thread's ID: not rnNone,
@@ -595,9 +595,11 @@ func (c *carrier) next() *VThread {
 		c.demote()
 	}
 	// pop, written out.
-	if r := c.rn.Load(); isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+	r := c.rn.Load()
+	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
 		return c.takeRunnext()
-	} else if vt := c.popQueue(r); vt != nil {
+	}
+	if vt := c.popQueue(r); vt != nil {
 		return vt
 	}
 	if vt := s.popGlobal(); vt != nil {
