@@ -983,3 +983,32 @@ func TestChanContextEndedButReady(t *testing.T) {
 		t.Errorf("SelectContext with a ready case, ended ctx = %d, %v, %v (x = %d); want 0, true, nil (2)", i, ok, err, x)
 	}
 }
+
+// An Unpark that comes while a virtual thread waits in Recv is used up
+// there (the wait looks again and parks on), as Park's doc comment says:
+// the next Park would not see it.
+func TestChanWaitUsesUpUnpark(t *testing.T) {
+	s := proofSched(t, Options{Carriers: 1})
+	ch := NewChan[int](0)
+	left := make(chan bool, 1)
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		v, ok := ch.Recv()
+		left <- Current().permit.Load()
+		if v != 7 || !ok {
+			return fmt.Errorf("Recv = %d, %v; want 7, true", v, ok)
+		}
+		return nil
+	})
+	waitUntil(t, "the thread to park in Recv", func() bool { return vt.state.Load() == vtParked })
+	vt.Unpark()
+	waitUntil(t, "the Unpark to be used up, the thread parked again", func() bool {
+		return !vt.permit.Load() && vt.state.Load() == vtParked
+	})
+	ch.Send(7)
+	if err := joinWithin(t, vt); err != nil {
+		t.Fatal(err)
+	}
+	if <-left {
+		t.Error("the permit of an Unpark that came during Recv is still set after it")
+	}
+}

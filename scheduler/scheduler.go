@@ -792,6 +792,12 @@ func currentTop() (*VThread, bool) {
 // is not lost. Park may also return spuriously; callers re-check their
 // condition in a loop. Called from a plain goroutine it panics.
 //
+// The package's own waits (Join, Wait, Chan, Mutex, Cond and the rest)
+// park on the same permit: an Unpark that comes while the thread waits in
+// one of them is used up there (the wait looks at its condition again
+// and parks on), as in Java's locks, and the next Park does not see it.
+// Sleep and SleepContext keep it for the next Park.
+//
 // If the virtual thread cannot be suspended (it is pinned: a cgo callback,
 // pinning.Do, a reflect call... on its stack), Park blocks its carrier
 // instead, and the scheduler may start an extra carrier meanwhile.
