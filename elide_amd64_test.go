@@ -44,13 +44,27 @@ func yieldThrice(s *scope.Scope, want **Cont, sum *int) {
 // A yield freezes the frames from Yield's caller down, not Yield's own:
 // the innermost frozen frame continues in the caller, where Yield returns,
 // and every resume (on a fresh goroutine, after a collection) gets Yield's
-// results from yieldReturn.
+// results from the thaw: in the result registers (thawYield), or, with
+// the record's rarely made part in place, from yieldReturn.
 func TestStackCopyYieldLeavesOutItsFrame(t *testing.T) {
 	requireStackCopy(t)
+	for _, rare := range []bool{false, true} {
+		testYieldLeavesOutItsFrame(t, rare)
+	}
+}
+
+func testYieldLeavesOutItsFrame(t *testing.T, rare bool) {
 	s := scope.New("elide")
 	var c *Cont
 	sum := 0
 	c = NewCont(s, func() { yieldThrice(s, &c, &sum) })
+	mode := thawYield
+	if rare {
+		// As after a refused yield or a panic at the barrier: the
+		// resume asks yieldReturn, which finds no reason kept.
+		c.sc.rareState()
+		mode = rethrowYieldReturn
+	}
 	for runs := 0; !c.IsDone(); runs++ {
 		if runs > 3 {
 			t.Fatal("the body did not end after three yields")
@@ -67,6 +81,9 @@ func TestStackCopyYieldLeavesOutItsFrame(t *testing.T) {
 		}
 		if !c.sc.elided {
 			t.Fatal("the yield's capture did not leave out Yield's frame")
+		}
+		if runs > 0 && c.sc.mode != mode {
+			t.Fatalf("rare=%v: resumed in mode %d, want %d", rare, c.sc.mode, mode)
 		}
 		recs := c.sc.chunk.records()
 		if fn := rt.FindFunc(recs[0].pc0 - 1).Name(); fn != enginePrefix+"yieldThrice" {

@@ -170,10 +170,17 @@ func (c *scCont) prepareThaw() {
 		ensureStack(uintptr(n)*wordSize + 8<<10)
 	}
 	if c.elided {
-		// As if the innermost frame had called yieldReturn where it
-		// continues (arch.Thaw's rethrow).
+		// The innermost frame continues where its Yield call returns,
+		// with Yield's usual results, (target, nil), in the result
+		// registers (makeHost); or, if the freeze of an enclosing
+		// continuation may have failed (rare holds why) or this one was
+		// abandoned, as if it had called yieldReturn there (arch.Thaw's
+		// rethrow), which tells.
 		c.elided = false
-		c.mode = rethrowYieldReturn
+		c.mode = thawYield
+		if c.rare != nil || c.cancel {
+			c.mode = rethrowYieldReturn
+		}
 		return
 	}
 	c.mode = thawResume
@@ -206,9 +213,22 @@ func (c *scCont) makeHost() func() {
 	return func() {
 		finished := false
 		defer c.crossing(&finished)
-		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode])
+		var ret unsafe.Pointer // a nil error, as a capture returns
+		if c.mode == thawYield {
+			// Yield's first result, the continuation it suspended: c is
+			// a Cont's (only Yield elides its frame), whose target it
+			// is. Thaw's arguments keep it visible to the collector.
+			ret = unsafe.Pointer(contOfSC(c).target)
+		}
+		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
 		finished = true
 	}
+}
+
+// contOfSC returns the Cont whose stack-copying state s is. s must be a
+// Cont's, not one of the mechanism tests' bare scConts.
+func contOfSC(s *scCont) *Cont {
+	return (*Cont)(unsafe.Add(unsafe.Pointer(s), -int(unsafe.Offsetof(Cont{}.sc))))
 }
 
 // crossing runs when the host frame unwinds. A panic or runtime.Goexit
@@ -352,10 +372,13 @@ func frozenGoexitPanic() {
 }
 
 // yieldReturn ends, on the resume, a weft.Yield whose frame the capture
-// left out (scCont.leave): arch.Thaw calls it as if the frame that called
-// Yield had called it where Yield returns, so its results are Yield's. It
-// does what Yield would have done after its capture "returned": report a
-// failed freeze of an enclosing continuation, or unwind an abandoned one.
+// left out (scCont.leave), when the freeze of an enclosing continuation
+// failed or the continuation was abandoned: arch.Thaw calls it as if the
+// frame that called Yield had called it where Yield returns, so its
+// results are Yield's. It does what Yield would have done after its
+// capture "returned": report the failed freeze, or unwind. (Otherwise
+// Thaw continues that frame with Yield's usual results in the result
+// registers: thawYield.)
 func yieldReturn() (*Cont, *pinning.Error) {
 	c := contOf(gls.Current())
 	s, t := &c.sc, c.target
@@ -373,11 +396,14 @@ func yieldReturn() (*Cont, *pinning.Error) {
 var scYieldCounts *counters
 
 // How the host thaws the next record (scCont.mode): thawResume continues
-// its innermost frame as if its call had returned; the others call a
+// its innermost frame as if its call (to capture) had returned nil;
+// thawYield as if its call to Yield, which the capture left out, had
+// returned the continuation it suspended and nil; the others call a
 // function from it, as if that frame had called it, whose entry is in
 // rethrowPCs (arch.Thaw's rethrow).
 const (
 	thawResume uint8 = iota
+	thawYield
 	rethrowYieldReturn
 	rethrowPanic
 	rethrowGoexit
@@ -386,6 +412,7 @@ const (
 
 var rethrowPCs = [...]uintptr{
 	thawResume:         0,
+	thawYield:          0,
 	rethrowYieldReturn: reflect.ValueOf(yieldReturn).Pointer(),
 	rethrowPanic:       reflect.ValueOf(frozenPanic).Pointer(),
 	rethrowGoexit:      reflect.ValueOf(frozenGoexit).Pointer(),

@@ -101,20 +101,22 @@ const ThawHeadroom = 2048
 func Enter(l *Link, fn func())
 
 // Thaw copies l's last record beneath its own frame and continues its
-// innermost frame: as if that frame's call had returned a nil error (all
-// result registers zero) if rethrow is 0, or else by calling rethrow from
-// it, the ABIInternal entry of a function without arguments, as if the
-// frame had called it where it continues; if that function returns, the
-// frame continues with its results in the result registers (weft's
-// yieldReturn makes Yield's results so). The record's outermost frame
-// returns into Thaw, which thaws the next record the same way, with the
-// result registers that frame returned, and so on; Thaw returns when a
-// frame returns into it and l has no records left. When the goroutine's stack is too small for a record it grows it
-// without a safe point at which the runtime could scan the stack (see
-// growPinned).
+// innermost frame: as if that frame's call had returned ret in the first
+// result register and zeros in the others if rethrow is 0 (a nil ret is
+// a nil error, as a capture returns; weft gives a resumed Yield its first
+// result so), or else by calling rethrow from it, the ABIInternal entry of
+// a function without arguments, as if the frame had called it where it
+// continues; if that function returns, the frame continues with its
+// results in the result registers (weft's yieldReturn makes the results
+// of a Yield so when they are not the usual ones). The record's
+// outermost frame returns into Thaw, which thaws the next record the same
+// way, with the result registers that frame returned, and so on; Thaw
+// returns when a frame returns into it and l has no records left. When
+// the goroutine's stack is too small for a record it grows it without a
+// safe point at which the runtime could scan the stack (see growPinned).
 //
 //go:noescape
-func Thaw(l *Link, rethrow uintptr)
+func Thaw(l *Link, rethrow uintptr, ret unsafe.Pointer)
 
 // JumpBack discards every frame below Enter's (whose SP is topOff below the
 // goroutine's stack top) and returns from Enter's call of its body.

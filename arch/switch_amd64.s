@@ -31,7 +31,7 @@ TEXT ·Enter(SB), 0, $0-16
 #define RETHROW 328
 #define PREV 336
 
-// func Thaw(l *Link, rethrow uintptr)
+// func Thaw(l *Link, rethrow uintptr, ret unsafe.Pointer)
 //
 // Thaw is a real frame under the thawed frames: tracebacks, the garbage
 // collector and stack copying walk through it with its metadata, and its
@@ -39,13 +39,17 @@ TEXT ·Enter(SB), 0, $0-16
 // does, and is entered by CALL from the one call site below, whose return
 // address (BarrierPC) becomes the return address of every record's
 // outermost frame.
-TEXT ·Thaw(SB), 0, $344-16
+TEXT ·Thaw(SB), 0, $344-24
 	NO_LOCAL_POINTERS
 	MOVQ	rethrow+8(FP), AX
 	MOVQ	AX, RETHROW(SP)
+	// The first record's innermost frame continues with ret in AX and
+	// zeros in the other result registers. ret stays in Thaw's argument
+	// words, which the collector scans, while the copy here is hidden.
+	MOVQ	ret+16(FP), AX
+	MOVQ	AX, (REGS+0)(SP)
 	XORQ	AX, AX
 	MOVQ	AX, PREV(SP)
-	MOVQ	AX, (REGS+0)(SP)
 	MOVQ	AX, (REGS+8)(SP)
 	MOVQ	AX, (REGS+16)(SP)
 	MOVQ	AX, (REGS+24)(SP)
