@@ -52,4 +52,9 @@ func (c *Cont) countRun() {
 	}
 }
 
-func (c *Cont) scMount(any) { panic(noStackCopy) }
+// scMount is Run, which here only calls acquire.
+func (c *Cont) scMount(owner any) {
+	if c.acquire(owner) {
+		panic(noStackCopy)
+	}
+}

@@ -37,40 +37,46 @@ import (
 // stackCopyBuilt reports whether this build has the stack-copying backend.
 const stackCopyBuilt = true
 
-// scMount is mounted, resume and scResume in one frame, for Run on this
-// backend. After every yield, arch.JumpBack arrives in arch.Enter by a
+// scMount is Run, into which it inlines: on this backend mounted, resume
+// and scResume in one frame (on the portable backend it only calls
+// acquire). After every yield, arch.JumpBack arrives in arch.Enter by a
 // jump, and each frame between Enter and Run's caller is then returned
 // through with the CPU's return prediction wrong: the fewer frames there,
 // the faster a round trip.
 //
+// Each pass binds c to the goroutine (gls.Push) and sets c.parentC to the
+// record it replaced, so that c.parentC's Local is always what the
+// unbinding puts back (scAborted relies on it).
+//
 //go:noinline
 func (c *Cont) scMount(owner any) {
+	if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
+		// Not the usual resume: a first Run, a misuse, or the portable
+		// backend.
+		if !c.acquire(owner) {
+			return
+		}
+	}
 	c.owner = owner
-	c.countRun()
 	s := &c.sc
 	slot, prev := gls.Push(&c.local)
 	if c.counted {
+		cc := (*countedCont)(unsafe.Pointer(c))
+		bump(&cc.n.runs, 1) // countRun, on this backend
 		// mountLabels, unless the goroutine's labels are already the
 		// body's and the ones that scUnmount is to put back (none, say).
-		if cc, l := (*countedCont)(unsafe.Pointer(c)), profLabel(); l != cc.outer || l != cc.labels {
+		if l := profLabel(); l != cc.outer || l != cc.labels {
 			c.mountLabels(l)
 		}
 	}
-	pushed, normal := true, false
+	normal := false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit
-			if pushed {
-				c.scUnmount(slot, prev)
-			}
-			c.handCrossed()
-			c.finish()
+			c.scAborted()
 		}
 	}()
 	for {
-		c.parentC = nil
-		if prev != nil {
-			c.parentC = contOf(prev)
-		}
+		c.parentC = contOf(prev) // nil if prev is
 		c.parentResolved = true
 		// Every pass mounts c anew, perhaps on another thread (after a
 		// yield to an enclosing scope, the enclosing continuation may
@@ -83,10 +89,17 @@ func (c *Cont) scMount(owner any) {
 		} else {
 			s.prepareThaw()
 			arch.Enter(&s.chunk.Link, s.host)
-			s.rethrowLoop()
+			if s.rethrow {
+				s.rethrowLoop()
+			}
 		}
-		c.scUnmount(slot, prev)
-		pushed = false
+		// scUnmount, written out: a call costs more than an uncounted
+		// record's unmount.
+		if c.counted {
+			c.unmountCounted()
+		}
+		s.chunk.Thawed, s.chunk.unwound = 0, 0
+		slot.Pop(prev)
 		if !s.yielded {
 			s.done = true
 			normal = true
@@ -103,15 +116,34 @@ func (c *Cont) scMount(owner any) {
 				c.mountLabels(l)
 			}
 		}
-		pushed = true
 	}
-	c.countYields()
+	if c.counted || c.child != nil {
+		c.countYields()
+	}
 	normal = true
 	if r := s.rare; r != nil {
 		r.dropCrossed() // the panic it recorded is over
 	}
 	c.owner = nil
 	c.state.Store(int32(stSuspended))
+}
+
+// scAborted ends c, whose body panicked or called runtime.Goexit while
+// scMount ran it: it unbinds c if it is still bound (the unwinding may
+// have begun between an unbinding and the next binding, in a yield to an
+// enclosing scope), and hands on the panic c's barrier recorded. Only
+// scMount's deferred call calls it, on the calling goroutine.
+//
+//go:noinline
+func (c *Cont) scAborted() {
+	if l := gls.Current(); l == &c.local {
+		// The goroutine's slot, from binding c again, and what the
+		// binding replaced, which scMount kept in c.parentC.
+		slot, _ := gls.Push(l)
+		c.scUnmount(slot, (*gls.Local)(unsafe.Pointer(c.parentC)))
+	}
+	c.handCrossed()
+	c.finish()
 }
 
 // handCrossed gives the panic c's barrier recorded (scRare.crossed) to
@@ -194,32 +226,36 @@ func (c *Cont) scOnce() {
 }
 
 // scUnmount undoes scOnce's binding, the body's profiler labels included
-// (mountLabels), and counts what arch.Thaw thawed.
+// (mountLabels), and counts what arch.Thaw thawed (an uncounted record
+// only zeroes those counts). scMount has it written out.
 func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 	if c.counted {
-		// unmountLabels's fast path, written out: the goroutine's labels
-		// are still the body's, which are the goroutine's own.
-		cc := (*countedCont)(unsafe.Pointer(c))
-		if now := profLabel(); now != cc.outer || now != cc.labels {
-			c.unmountLabels(now)
-		}
+		c.unmountCounted()
 	}
 	k := &c.sc.chunk
-	n := c.counters()
+	k.Thawed, k.unwound = 0, 0
+	slot.Pop(prev)
+}
+
+// unmountCounted is scUnmount's part for a counted record: the labels,
+// and the counts of what arch.Thaw thawed and of the unwinds.
+//
+//go:noinline
+func (c *Cont) unmountCounted() {
+	// unmountLabels's fast path, written out: the goroutine's labels
+	// are still the body's, which are the goroutine's own.
+	cc := (*countedCont)(unsafe.Pointer(c))
+	if now := profLabel(); now != cc.outer || now != cc.labels {
+		c.unmountLabels(now)
+	}
+	k, n := &c.sc.chunk, &cc.n
 	if t := k.Thawed; t != 0 {
-		if n != nil {
-			bump(&n.framesThawed, uint64(t>>32))
-			bump(&n.bytesThawed, uint64(uint32(t))*uint64(wordSize))
-		}
-		k.Thawed = 0
+		bump(&n.framesThawed, uint64(t>>32))
+		bump(&n.bytesThawed, uint64(uint32(t))*uint64(wordSize))
 	}
 	if u := k.unwound; u != 0 {
-		if n != nil {
-			bump(&n.unwinds, uint64(u))
-		}
-		k.unwound = 0
+		bump(&n.unwinds, uint64(u))
 	}
-	slot.Pop(prev)
 }
 
 // bump adds n to a counter of a continuation that the calling goroutine

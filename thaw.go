@@ -26,17 +26,27 @@ import (
 // afterwards in both cases. Misuse panics with an error wrapping ErrDone
 // or ErrMounted.
 func (c *Cont) Run(owner any) {
+	// One call, so that Run inlines and puts no frame of its own between
+	// its caller and the mount (scMount says why that matters).
+	c.scMount(owner)
+}
+
+// acquire moves c from new or suspended to mounted, for a Run that did
+// not find it suspended on the stack-copying backend (scMount's first
+// test), and panics as Run documents if c is mounted or done. It reports
+// whether scMount is to go on and run c on the stack-copying backend;
+// on the portable one it runs c itself.
+func (c *Cont) acquire(owner any) (stackCopy bool) {
 	for {
 		st := state(c.state.Load())
 		switch st {
 		case stNew, stSuspended:
 			if c.state.CompareAndSwap(int32(st), int32(stMounted)) {
 				if useStackCopy {
-					c.scMount(owner)
-				} else {
-					c.mounted(owner)
+					return true
 				}
-				return
+				c.mounted(owner)
+				return false
 			}
 		case stTracing:
 			runtime.Gosched() // StackTrace holds it for a moment
