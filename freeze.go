@@ -36,20 +36,54 @@ import (
 //
 //go:noinline
 func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
+	// The region starts at this frame's caller, which a resume continues
+	// as if this call had returned: no frame of the engine is frozen with
+	// the continuation, copied on a round trip, or returned through. The
+	// results are made by the resume (scCont.prepareThaw: thawYield, or
+	// yieldReturn), in the caller's frame where this call returns. leave
+	// returns only if nothing was suspended.
+	l := gls.Current()
+	if cur := contOf(l); useStackCopy && l != nil && cur.scope == s && l.PinCount() == 0 &&
+		state(cur.state.Load()) != stCancelling && rt.CurLockCount() == cur.local.Locks {
+		// The usual yield on the stack-copying backend: to the innermost
+		// continuation, mounted, not abandoned, outside any critical
+		// section and with the thread's locking it was mounted with.
+		cur.target = cur
+		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
+		return cur, cur.pinnedFrom(pe)
+	}
+	// Everything else: yieldChecks repeats those tests in their order.
+	cur, t, perr, capture := yieldChecks(s, l)
+	if !capture {
+		return t, perr
+	}
+	cur.target = t
+	pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
+	return t, t.pinnedFrom(pe)
+}
+
+// yieldChecks is Yield for every yield but the usual one, given the
+// calling goroutine's innermost continuation record l (nil if none): it
+// panics, unwinds or returns the results (capture false) as Yield
+// documents, and on the portable backend suspends; or it returns the
+// continuation cur that Yield is to capture from its caller's frame, and
+// the target t of the yield (capture true).
+//
+//go:noinline
+func yieldChecks(s *scope.Scope, l *gls.Local) (cur, t *Cont, perr *pinning.Error, capture bool) {
 	if s == nil {
 		panic(nilScope("Yield"))
 	}
-	l := gls.Current()
 	if l == nil {
 		panic(notInScope(s))
 	}
-	cur := contOf(l)
+	cur = contOf(l)
 	if state(cur.state.Load()) == stCancelling {
 		// A deferred call is yielding while an abandoned continuation
 		// unwinds; there is nobody to resume it.
 		runtime.Goexit()
 	}
-	t := cur
+	t = cur
 	for t.scope != s {
 		if t = t.parent(); t == nil {
 			panic(notInScope(s))
@@ -62,7 +96,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	}
 	for x := cur; ; x = x.parent() {
 		if pinned, pc := x.local.Pinned(); pinned {
-			return t, t.pinnedYield(pinning.CriticalSection, pc)
+			return cur, t, t.pinnedYield(pinning.CriticalSection, pc), false
 		}
 		if x == t {
 			break
@@ -70,16 +104,9 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	}
 	if useStackCopy {
 		if rt.CurLockCount() != t.local.Locks {
-			return t, t.pinnedYield(pinning.LockedThread, 0)
+			return cur, t, t.pinnedYield(pinning.LockedThread, 0), false
 		}
-		// The region starts at this frame's caller, which a resume
-		// continues as if this call had returned: no frame of the engine
-		// is frozen with the continuation, copied on a round trip, or
-		// returned through. The results are yieldReturn's, which the
-		// resume calls in the caller's frame where this call returns.
-		cur.target = t
-		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
-		return t, t.pinnedFrom(pe) // leave returns only if nothing was suspended
+		return cur, t, nil, true
 	}
 	// A body goroutine that locked its thread (or unlocked it) since it
 	// started cannot switch out: the runtime throws if a coroutine
@@ -89,19 +116,19 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	// locking it has now.
 	for x, n := cur, rt.CurLockCount(); ; x = x.parent() {
 		if n != x.local.Locks {
-			return t, t.pinnedYield(pinning.LockedThread, 0)
+			return cur, t, t.pinnedYield(pinning.LockedThread, 0), false
 		}
 		if x == t {
 			break
 		}
 	}
 	if pe := portableLocked(cur, t); pe != nil {
-		return t, pe
+		return cur, t, pe, false
 	}
 	if cur.suspend(t) {
 		runtime.Goexit()
 	}
-	return t, nil
+	return cur, t, nil, false
 }
 
 // The functions below build errors off the hot path, so that their frames

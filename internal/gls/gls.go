@@ -69,6 +69,10 @@ func (l *Local) Pinned() (bool, uintptr) {
 	return true, l.pinPC
 }
 
+// PinCount returns how many critical sections are open in this
+// continuation's frames: Pinned's test, for a caller that needs no site.
+func (l *Local) PinCount() int32 { return l.pins.Load() }
+
 // PinFrame resolves a critical-section call site to a frame.
 func PinFrame(pc uintptr) runtime.Frame {
 	if pc == 0 {
