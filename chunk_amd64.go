@@ -332,7 +332,9 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	pc, sp := arch.CallerPCSP()
 	if t := c.tmpl; t != nil {
 		if c.fastCapture(t, pc, sp, skip) {
-			n.froze(t.nf, t.frozenBytes(), true)
+			if n != nil { // the bytes are not worked out for nothing
+				n.froze(t.nf, t.frozenBytes(), true)
+			}
 			return nil
 		}
 		// Another chain than the last capture's may have a template too.

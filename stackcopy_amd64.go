@@ -167,7 +167,10 @@ func (c *scCont) prepareThaw() {
 		// The image words of the last record (its header's -2 word), read
 		// without memory()'s slice: MemTop is within the array.
 		n := uint32(*(*uintptr)(unsafe.Add(c.chunk.Mem, (top-2)*wordSize)))
-		ensureStack(uintptr(n)*wordSize + 8<<10)
+		// ensureStack, written out: one call when there is room.
+		if need := uintptr(n)*wordSize + 8<<10; arch.StackRoom() <= need+arch.ThawHeadroom {
+			growStackFor(need)
+		}
 	}
 	if c.elided {
 		// The innermost frame continues where its Yield call returns,
@@ -218,18 +221,16 @@ func (c *scCont) makeHost() func() {
 			// Yield's first result, the continuation it suspended: c is
 			// a Cont's (only Yield elides its frame), whose target it
 			// is. Thaw's arguments keep it visible to the collector.
-			ret = unsafe.Pointer(contOfSC(c).target)
+			ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contSC)).target)
 		}
 		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
 		finished = true
 	}
 }
 
-// contOfSC returns the Cont whose stack-copying state s is. s must be a
-// Cont's, not one of the mechanism tests' bare scConts.
-func contOfSC(s *scCont) *Cont {
-	return (*Cont)(unsafe.Add(unsafe.Pointer(s), -int(unsafe.Offsetof(Cont{}.sc))))
-}
+// contSC is the offset of a Cont's stack-copying state: the Cont whose
+// scCont is at s is at s less contSC.
+const contSC = int(unsafe.Offsetof(Cont{}.sc))
 
 // crossing runs when the host frame unwinds. A panic or runtime.Goexit
 // that reaches the barrier must still run the deferred calls of the frames
@@ -474,20 +475,6 @@ func (s *scCont) leave(err error) *errPinned {
 	s.yielded, s.elided = true, true
 	arch.JumpBack(s.chunk.TopOff)
 	panic("unreachable: arch.JumpBack returned")
-}
-
-// ensureStack makes sure the goroutine has n bytes of stack below the
-// caller's frame: a comparison when it has, an ordinary growth (calling
-// down) when it has not.
-//
-//go:nosplit
-func ensureStack(n uintptr) {
-	var here byte
-	g := rt.CurG()
-	if sp := uintptr(unsafe.Pointer(&here)); sp > g.StackLo && sp-g.StackLo > n+arch.ThawHeadroom {
-		return
-	}
-	growStackFor(n)
 }
 
 // growStackFor grows the goroutine's stack to at least n bytes below the

@@ -128,6 +128,11 @@ func JumpBack(topOff uintptr)
 func thawPop()
 func thawShort()
 
+// StackRoom returns how many bytes of stack the calling goroutine has
+// below its caller's frame: one call, where Go code needs a call to
+// GPointer and a frame of its own to take an address in.
+func StackRoom() uintptr
+
 // EnterPC returns the entry PC of Enter: the boundary of a region whose
 // body was called directly.
 func EnterPC() uintptr

@@ -352,6 +352,14 @@ TEXT ·JumpBack(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ	DX, SP
 	JMP	AX
 
+// func StackRoom() uintptr
+TEXT ·StackRoom(SB), NOSPLIT|NOFRAME, $0-8
+	MOVQ	(TLS), AX
+	LEAQ	8(SP), BX	// the caller's SP
+	SUBQ	0(AX), BX	// less g.stack.lo
+	MOVQ	BX, ret+0(FP)
+	RET
+
 // func EnterPC() uintptr
 TEXT ·EnterPC(SB), NOSPLIT|NOFRAME, $0-8
 	LEAQ	·Enter(SB), AX
