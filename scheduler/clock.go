@@ -60,7 +60,7 @@ func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 		return time.AfterFunc(d, f)
 	}
 	return s.afterFunc(d, func() {
-		s.startFrom("", s.ctx, nil, func(context.Context) error {
+		s.startFrom("", nil, func(context.Context) error {
 			defer func() {
 				if r := recover(); r != nil {
 					go panic(r) // as from time.AfterFunc's goroutine

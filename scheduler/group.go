@@ -57,7 +57,7 @@ func (g *Group) Go(fn func(ctx context.Context) error) error {
 	if fn == nil {
 		panic("scheduler: Group.Go with a nil function")
 	}
-	vt, err := g.s.start("", g.ctx, g, fn)
+	vt, err := g.s.start("", g, fn)
 	if err != nil {
 		return err
 	}

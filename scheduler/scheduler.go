@@ -246,10 +246,13 @@ func New(opts Options) (*Scheduler, error) {
 // VThread is a virtual thread: a function running in a continuation that
 // parks by yielding and is resumed by whichever carrier picks it up.
 type VThread struct {
+	// ctx is the context fn gets: a field of no size, whose address is
+	// the VThread's, so that the context costs no word of its own (its
+	// parent is group's or s's, vtContext.parent).
+	ctx  vtContext
 	s    *Scheduler
 	id   uint64
 	cont *weft.Cont
-	ctx  vtContext
 	// group is the Group vt is a child of, or nil.
 	group *Group
 
@@ -329,10 +332,10 @@ const (
 // zero Scheduler (make schedulers with New), as every method of
 // Scheduler does.
 func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
-	if s == nil || s.ctx == nil { // s.ctx: loaded for start anyway
+	if s == nil || s.ctx == nil {
 		unusable(s, "Scheduler.Go on")
 	}
-	return s.start("", s.ctx, nil, fn)
+	return s.start("", nil, fn)
 }
 
 // GoNamed is Go with a name, which Name and String return. (The name is
@@ -341,7 +344,7 @@ func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*V
 	if s == nil || s.ctx == nil {
 		unusable(s, "Scheduler.GoNamed on")
 	}
-	return s.start(name, s.ctx, nil, fn)
+	return s.start(name, nil, fn)
 }
 
 // check panics, for the method op, if s is nil or a zero Scheduler: one
@@ -364,8 +367,10 @@ func unusable(s *Scheduler, what string) {
 	panic("scheduler: " + what + " a zero Scheduler (make schedulers with New)")
 }
 
-func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
-	return s.startFrom(name, parent, g, fn, false)
+// start starts fn in a new virtual thread, a child of g if g is not nil;
+// its context derives from g's, or else from s's.
+func (s *Scheduler) start(name string, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
+	return s.startFrom(name, g, fn, false)
 }
 
 // startFrom is start; whileClosing starts fn even once Shutdown or Close
@@ -380,7 +385,7 @@ func (s *Scheduler) start(name string, parent context.Context, g *Group, fn func
 // carrier having seen the scheduler drained). The check and the count are
 // one step under the detState's lock, with which checkDrained counts and
 // closes allDone in deterministic mode.
-func (s *Scheduler) startFrom(name string, parent context.Context, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
+func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
 	if fn == nil {
 		panic("scheduler.Go: nil function")
 	}
@@ -409,7 +414,7 @@ func (s *Scheduler) startFrom(name string, parent context.Context, g *Group, fn 
 	// into the new, zeroed object share one write barrier call, which
 	// records only the new pointers (there are no old ones to shade),
 	// where a store after it records both, one call each.
-	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, ctx: vtContext{parent}, cont: s.newCont(c)}
+	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, cont: s.newCont(c)}
 	if name != "" {
 		vt.rareLocked().name = name
 	}
@@ -552,23 +557,39 @@ func (vt *VThread) Context() context.Context {
 // or its group's) deadline, cancellation and values, and the virtual
 // thread itself under vthreadKey. It lives in the VThread, so starting a
 // virtual thread allocates no context and registers nothing with the
-// parent: the parent's cancellation is the virtual thread's.
-type vtContext struct {
-	context.Context
-}
+// parent: the parent's cancellation is the virtual thread's. It has no
+// field: the parent is found from the VThread (parent), which saves the
+// VThread an interface's two words, and a spawn their store.
+type vtContext struct{}
 
 // vt returns the VThread c is the ctx field of.
 func (c *vtContext) vt() *VThread {
 	return (*VThread)(unsafe.Add(unsafe.Pointer(c), -int(unsafe.Offsetof(VThread{}.ctx))))
 }
 
+// parent returns the context c derives from: the group's, for a child of
+// a Group, or the scheduler's. Neither changes once made.
+func (c *vtContext) parent() context.Context {
+	vt := c.vt()
+	if g := vt.group; g != nil {
+		return g.ctx
+	}
+	return vt.s.ctx
+}
+
 type vthreadKey struct{}
+
+func (c *vtContext) Deadline() (deadline time.Time, ok bool) { return c.parent().Deadline() }
+
+func (c *vtContext) Done() <-chan struct{} { return c.parent().Done() }
+
+func (c *vtContext) Err() error { return c.parent().Err() }
 
 func (c *vtContext) Value(key any) any {
 	if key == (vthreadKey{}) {
 		return c.vt()
 	}
-	return c.Context.Value(key)
+	return c.parent().Value(key)
 }
 
 func (c *vtContext) String() string { return c.vt().String() + " context" }
