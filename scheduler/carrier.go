@@ -78,7 +78,15 @@ type carrier struct {
 
 	// free are continuation records of virtual threads that ended on this
 	// carrier, which Go reuses when called from a virtual thread running
-	// on it; only the carrier's goroutine touches them.
+	// on it; only the carrier's goroutine touches them. Past its length,
+	// the array keeps the records Go took last, each in the slot it was
+	// taken from (keep): while the collector marks, every pointer store
+	// runs its write barrier, and a virtual thread started and joined on
+	// one carrier takes its record from the slot that it puts it back
+	// into, with no store either way. A record kept so is never read
+	// from there; it is in use, or on a free list, or was dropped (a
+	// Goexit, finish with no carrier) and waits for its slot's next
+	// store: at most cap(free), maxFree, records per carrier.
 	free []*weft.Cont
 	// picks counts next's calls since its last fair one, for its
 	// fairness rule; only the carrier's goroutine touches it.
@@ -400,6 +408,17 @@ func (c *carrier) unqueue(vt *VThread) bool {
 	}
 	c.mu.Unlock()
 	return false
+}
+
+// keep adds cont, the record of a virtual thread that ended on c, to c's
+// free records, which have room for it. If the slot past their end
+// already holds cont (Go took it from there), only the length grows.
+func (c *carrier) keep(cont *weft.Cont) {
+	if n := len(c.free); n < cap(c.free) && c.free[:n+1][n] == cont {
+		c.free = c.free[:n+1]
+		return
+	}
+	c.free = append(c.free, cont)
 }
 
 // maxUnqueueScan is how far from its tail unqueue looks for a virtual

@@ -428,11 +428,12 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 
 // newCont returns a continuation record for a new virtual thread: one
 // that an ended virtual thread left on c, the calling carrier (nil if none
-// of s's is), reset, or a new one.
+// of s's is), reset, or a new one. The slot it takes the record from keeps
+// it (carrier.free), so that finish puts it back with no store if it ends
+// on c.
 func (s *Scheduler) newCont(c *carrier) *weft.Cont {
 	if c != nil && len(c.free) > 0 {
 		cont := c.free[len(c.free)-1]
-		c.free[len(c.free)-1] = nil
 		c.free = c.free[:len(c.free)-1]
 		cont.Reset(vthreadScope, vthreadBody)
 		return cont
@@ -1304,7 +1305,7 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		// which Reset refuses; the scheduler never abandons one.)
 		vt.cont = nil
 		if c != nil && len(c.free) < maxFree {
-			c.free = append(c.free, cont)
+			c.keep(cont)
 		}
 	}
 	vt.state.Store(vtDone)
