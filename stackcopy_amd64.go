@@ -56,8 +56,12 @@ const maxKeptArrays = 2 << 10
 
 // finished drops what the record of a finished continuation no longer
 // needs: everything, or with keep everything but the chunk's arrays (if
-// at most maxKeptArrays bytes), emptied of every pointer they held, and
-// the host closure, for a Reset (which leaves them in place).
+// at most maxKeptArrays bytes), emptied of every pointer they held, the
+// host closure and the body, for a Reset (which leaves them in place, and
+// the body too if it is the same: an executor resets its records to its
+// one body, and the pointer is then not stored twice per reuse, once nil
+// and once again, each store with its write barrier while the collector
+// marks).
 func (c *scCont) finished(keep bool) {
 	k := &c.chunk
 	if !keep || (uintptr(k.memLen)+uintptr(k.ptrsLen))*wordSize > maxKeptArrays {
@@ -79,9 +83,6 @@ func (c *scCont) finished(keep bool) {
 	k.ptrHigh, k.unwound = 0, 0
 	if k.tmpl != nil {
 		k.tmpl = nil
-	}
-	if c.body != nil {
-		c.body = nil
 	}
 	if c.rare != nil {
 		c.rare = nil

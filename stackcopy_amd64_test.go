@@ -694,9 +694,9 @@ func TestFinishedKeepsOnlyArrays(t *testing.T) {
 	c.chunk.Mem, c.chunk.memLen = unsafe.Pointer(&mem[0]), uint32(len(mem))
 	c.chunk.Ptrs, c.chunk.ptrsLen = unsafe.Pointer(&ptrs[0]), uint32(len(ptrs))
 	c.chunk.PtrTop, c.chunk.ptrHigh = 2, 3
-	host := c.host
+	host, body := c.host, c.body
 	c.finished(true)
-	keep := map[string]bool{".chunk.Link.Mem": true, ".chunk.memLen": true, ".chunk.Link.Ptrs": true, ".chunk.ptrsLen": true, ".host": true}
+	keep := map[string]bool{".chunk.Link.Mem": true, ".chunk.memLen": true, ".chunk.Link.Ptrs": true, ".chunk.ptrsLen": true, ".host": true, ".body": true}
 	if bad := nonZeroFields(reflect.ValueOf(&c).Elem(), "", keep); len(bad) > 0 {
 		t.Errorf("finished(true) left %s set", strings.Join(bad, ", "))
 	}
@@ -705,6 +705,9 @@ func TestFinishedKeepsOnlyArrays(t *testing.T) {
 	}
 	if reflect.ValueOf(c.host).Pointer() != reflect.ValueOf(host).Pointer() {
 		t.Error("finished(true) dropped the host closure")
+	}
+	if reflect.ValueOf(c.body).Pointer() != reflect.ValueOf(body).Pointer() {
+		t.Error("finished(true) dropped the body, which a Reset to the same one would store again")
 	}
 	if ptrs[0] != nil || ptrs[1] != nil || ptrs[2] != nil {
 		t.Errorf("finished(true) left pointers below max(PtrTop, ptrHigh): %v", ptrs[:3])

@@ -279,7 +279,8 @@ func checkNew(fn string, s *scope.Scope, body func()) {
 // allocating one per start. Its counters start again from zero. A record
 // that has been reset once keeps, when its body ends, the arrays its frames
 // were frozen into (up to 2 KiB) and its return-barrier closure, so that
-// the next body after a Reset does not allocate them again.
+// the next body after a Reset does not allocate them again, and its body
+// function (and what that closure refers to) until the next Reset.
 //
 // The caller must hold c exclusively: c's old identity ends at Reset, and
 // nothing may use c as the continuation it was (Run, Stats, Owner) after
@@ -297,7 +298,8 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
 	// The body's end (finish) left in c.sc only what a reset keeps: the
-	// chunk's emptied arrays and the host closure. contHead starts afresh
+	// chunk's emptied arrays, the host closure and, for a record reset
+	// before, the body. contHead starts afresh
 	// field by field, a pointer only if set, as finish leaves most of
 	// them nil: a struct assignment would run the collector's bulk write
 	// barrier over every pointer slot while it marks, once per virtual
@@ -323,7 +325,16 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 		c.dropLabels() // finish did; as dropLinks
 		c.createLabels()
 	}
-	c.sc.body = body
+	if !sameFunc(c.sc.body, body) { // kept by finish: likely the same
+		c.sc.body = body
+	}
+}
+
+// sameFunc reports whether f and g are the same func value: the same
+// closure, or the same function without one (its one static func value).
+// False for two closures of one function, which Reset then stores.
+func sameFunc(f, g func()) bool {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f)) == *(*unsafe.Pointer)(unsafe.Pointer(&g))
 }
 
 // dropLinks clears the record's owner and its links to other records,
