@@ -740,15 +740,22 @@ func (s *Scheduler) runningCarrier() *carrier {
 
 // readyOn makes vt runnable: on c's queue, where c is the carrier of s
 // running the caller (runningCarrier), else on the global queue; and
-// wakes an idle carrier.
+// wakes an idle carrier. (pushOwn, in deterministic mode, queues as
+// readyGlobal does.)
 func (s *Scheduler) readyOn(vt *VThread, c *carrier) {
+	if c != nil {
+		c.pushOwn(vt)
+		return
+	}
+	s.readyGlobal(vt)
+}
+
+// readyGlobal is readyOn without a carrier: vt goes on the global queue,
+// or the deterministic one.
+func (s *Scheduler) readyGlobal(vt *VThread) {
 	if d := s.det; d != nil {
 		d.push(vt)
 		s.wakeOne()
-		return
-	}
-	if c != nil {
-		c.pushOwn(vt)
 		return
 	}
 	s.mu.Lock()

@@ -422,7 +422,11 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 		vt.rareLocked().labels = l // the caller's, as a go statement's
 	}
 	vt.state.Store(vtQueued)
-	s.readyOn(vt, c)
+	if c != nil { // readyOn, without its call
+		c.pushOwn(vt)
+	} else {
+		s.readyGlobal(vt)
+	}
 	return vt, nil
 }
 
