@@ -258,7 +258,7 @@ type VThread struct {
 
 	carrier *carrier // the carrier running it, while it runs
 
-	state    atomic.Int32 // vtRunning, vtParked, vtQueued, vtPinned, vtDone
+	state    atomic.Int32 // vtQueued (as made), vtRunning, vtParked, vtPinned, vtDone
 	permit   atomic.Bool
 	action   int8 // what the last yield asked of the carrier: actPark, actYield
 	returned bool // fn returned (body)
@@ -306,10 +306,12 @@ func (vt *VThread) rareLocked() *vtRare {
 	return r
 }
 
+// A virtual thread's states. vtQueued is the zero value: a new VThread
+// is queued as made, with no atomic store (startFrom).
 const (
-	vtRunning int32 = iota
+	vtQueued int32 = iota
+	vtRunning
 	vtParked
-	vtQueued
 	vtPinned
 	vtDone
 )
@@ -421,7 +423,7 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 	if l := profLabel(); l != nil {
 		vt.rareLocked().labels = l // the caller's, as a go statement's
 	}
-	vt.state.Store(vtQueued)
+	// vt.state is vtQueued, the zero value.
 	if c != nil { // readyOn, without its call
 		c.pushOwn(vt)
 	} else {
