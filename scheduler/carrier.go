@@ -84,9 +84,10 @@ type carrier struct {
 	// runs its write barrier, and a virtual thread started and joined on
 	// one carrier takes its record from the slot that it puts it back
 	// into, with no store either way. A record kept so is never read
-	// from there; it is in use, or on a free list, or was dropped (a
-	// Goexit, finish with no carrier) and waits for its slot's next
-	// store: at most cap(free), maxFree, records per carrier.
+	// from there; it is in use, or on a free list, or was dropped (by a
+	// Goexit, finish having no carrier, or where it ended, its carrier's
+	// free records being full) and waits for its slot's next store: at
+	// most cap(free), maxFree, records per carrier.
 	free []*weft.Cont
 	// picks counts next's calls since its last fair one, for its
 	// fairness rule; only the carrier's goroutine touches it.

@@ -450,3 +450,51 @@ func TestContReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestFreeRecordKeepsSlot: a record that Go takes from its carrier's free
+// records stays in its slot past their length, and comes back to it with
+// nothing else changed when its virtual thread ends on that carrier
+// (newCont and carrier.keep store no pointer either way, which the
+// collector's write barrier would cost while it marks).
+func TestFreeRecordKeepsSlot(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	nop := func(context.Context) error { return nil }
+	vt, err := s.Go(func(context.Context) error {
+		c := Current().carrier
+		for range 2 { // leave a record on c
+			child, err := s.Go(nop)
+			if err != nil {
+				return err
+			}
+			if err := child.Join(); err != nil {
+				return err
+			}
+		}
+		n := len(c.free)
+		if n == 0 {
+			return errors.New("no record kept on the carrier after two children ended there")
+		}
+		kept := c.free[n-1]
+		child, err := s.Go(nop)
+		if err != nil {
+			return err
+		}
+		if child.cont != kept || len(c.free) != n-1 || c.free[:n][n-1] != kept {
+			return fmt.Errorf("Go took record %p, left %d free and %p in the slot past them; want %p, %d, %p",
+				child.cont, len(c.free), c.free[:n][n-1], kept, n-1, kept)
+		}
+		if err := child.Join(); err != nil {
+			return err
+		}
+		if len(c.free) != n || c.free[n-1] != kept {
+			return fmt.Errorf("after the child ended: free records %p; want %d, the last %p", c.free, n, kept)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
