@@ -89,7 +89,8 @@ type carrier struct {
 	// free records being full) and waits for its slot's next store: at
 	// most cap(free), maxFree, records per carrier.
 	free []*weft.Cont
-	// picks counts next's calls since its last fair one, for its
+	// picks counts the carrier's picks (next's calls, and loop's takes
+	// from runnext without one) since its last fair one, for next's
 	// fairness rule; only the carrier's goroutine touches it.
 	picks uint32
 
@@ -166,7 +167,19 @@ func (c *carrier) loop() {
 		if c.owed.Load() != 0 {
 			c.owed.Store(0) // this carrier takes what it queued
 		}
-		vt := c.next()
+		// next's first choice, the thread in runnext (a hand-off's
+		// partner, a joined spawn), taken without next's call: as next
+		// takes it, unless this pick is next's fair one. rn is never a
+		// thread's ID in deterministic mode or on a compensation
+		// carrier (pushOwn queues elsewhere there), so neither needs
+		// a test here.
+		var vt *VThread
+		if r := c.rn.Load(); isID(r) && c.picks < fairPicks-1 && c.rn.CompareAndSwap(r, rnNone) {
+			c.picks++
+			vt = c.takeRunnext()
+		} else {
+			vt = c.next()
+		}
 		if vt == nil {
 			if c.temp && s.retireTemp() {
 				normal = true
@@ -600,6 +613,9 @@ const fairPicks = 61
 // a spawn tree far from the one running, and a tree walked that way
 // without nesting (the portable backend) keeps thousands of virtual
 // threads live instead of a few dozen.
+//
+// loop takes the thread in runnext itself, without this call, on every
+// pick but the fair one, and counts the pick.
 func (c *carrier) next() *VThread {
 	s := c.s
 	if d := s.det; d != nil {
