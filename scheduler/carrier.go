@@ -34,6 +34,10 @@ type carrier struct {
 	id   int
 	cpu  int
 	temp bool // a compensation carrier: exits once fewer carriers are blocked pinned than these run
+	// runnextOK says that pushOwn may put a thread in runnext: c is not
+	// a compensation carrier, and its scheduler is not deterministic
+	// (whose run queue is detState's). Set when c is made.
+	runnextOK bool
 
 	mu    sync.Mutex
 	queue []*VThread
@@ -110,7 +114,7 @@ type carrier struct {
 // newCarrier returns carrier id of s, not yet started, bound to no CPU; a
 // temp one is a compensation carrier.
 func newCarrier(s *Scheduler, id int, temp bool) *carrier {
-	return &carrier{s: s, id: id, temp: temp, cpu: -1, wake: make(chan struct{}, 1), pinned: make(chan struct{}, 1)}
+	return &carrier{s: s, id: id, temp: temp, runnextOK: !temp && s.det == nil, cpu: -1, wake: make(chan struct{}, 1), pinned: make(chan struct{}, 1)}
 }
 
 func (c *carrier) loop() {
@@ -268,9 +272,10 @@ func (c *carrier) run(vt *VThread) {
 // rnNone until c's store of vt's ID. That store comes before the load of
 // nidle, and a carrier going idle raises nidle before it looks at every
 // rn: either the look sees vt or the push sees the carrier idle.
+// enqueue has that case written out.
 func (c *carrier) pushOwn(vt *VThread) {
 	s := c.s
-	if s.det != nil || c.temp {
+	if !c.runnextOK {
 		c.push(vt)
 		s.wakeOne()
 		return
@@ -290,11 +295,19 @@ func (c *carrier) pushOwn(vt *VThread) {
 	}
 	c.runnext = vt
 	c.rn.Store(vt.id)
-	if s.nidle.Load() == 0 {
-		// No carrier is idle: a carrier that goes idle looks at every
-		// queue before it sleeps.
-		return
+	if s.nidle.Load() != 0 {
+		c.oweWake()
 	}
+	// Else no carrier is idle: a carrier that goes idle looks at every
+	// queue before it sleeps.
+}
+
+// oweWake records that c owes a wake-up for the thread it has just put
+// in runnext, while a carrier is idle (pushOwn), unless it owes one
+// already, and kicks the monitor if it is parked, so that it pays the
+// wake-up if c has not taken work within a tick.
+func (c *carrier) oweWake() {
+	s := c.s
 	if c.owed.Load() == 0 {
 		c.owed.Store(s.tick.Load())
 		if s.monParked.Load() {

@@ -365,7 +365,12 @@ func (c *Chan[T]) sendWait(v T) {
 				w.index = r.index
 			}
 			if vt := w.vt; vt != nil {
-				vt.unparkOn(nil)
+				// vt.unparkClaimed(), written out
+				if vt.state.CompareAndSwap(vtParked, vtQueued) {
+					vt.enqueue(nil)
+				} else {
+					vt.unparkOn(nil)
+				}
 			} else {
 				w.ch <- struct{}{}
 			}
@@ -409,7 +414,9 @@ func (c *Chan[T]) sendWait(v T) {
 				if _, perr := weft.Yield(vthreadScope); perr != nil {
 					parkPinned(perr)
 				}
-				n.own.vt.permit.CompareAndSwap(true, false)
+				if n.own.vt.permit.Load() {
+					n.own.vt.permit.CompareAndSwap(true, false)
+				}
 			}
 		}
 	}
@@ -536,7 +543,12 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 				w.index = s.index
 			}
 			if vt := w.vt; vt != nil {
-				vt.unparkOn(nil)
+				// vt.unparkClaimed(), written out
+				if vt.state.CompareAndSwap(vtParked, vtQueued) {
+					vt.enqueue(nil)
+				} else {
+					vt.unparkOn(nil)
+				}
 			} else {
 				w.ch <- struct{}{}
 			}
@@ -572,7 +584,9 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 				if _, perr := weft.Yield(vthreadScope); perr != nil {
 					parkPinned(perr)
 				}
-				n.own.vt.permit.CompareAndSwap(true, false)
+				if n.own.vt.permit.Load() {
+					n.own.vt.permit.CompareAndSwap(true, false)
+				}
 			}
 		}
 	}

@@ -896,33 +896,71 @@ func nilVThread(method string) {
 // thread, or by anyone else with c nil: c queues vt if it makes it
 // runnable.
 func (vt *VThread) unparkOn(c *carrier) {
-	if c != nil && c.s != vt.s {
-		c = nil // a carrier of another scheduler: vt's own must run it
-	}
 	vt.permit.Store(true)
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
-		if c == nil {
-			// runningCarrier, with Current written out: Innermost
-			// and currentIn inline, and a wake-up by a virtual
-			// thread (every Chan hand-off's) finds its carrier
-			// without Current's call.
-			if k := weft.Innermost(); k != nil {
-				if cur := currentIn(k); cur != nil && cur.s == vt.s {
-					c = cur.carrier
-				}
-			}
-		}
-		if c != nil {
-			c.pushOwn(vt) // what readyOn does with c, without its call
-			return
-		}
-		vt.s.readyOn(vt, nil)
+		vt.enqueue(c)
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
 		// vt waits in parkPinned for this, on its carrier, which it
 		// cannot leave before it has it.
 		vt.carrier.pinned <- struct{}{}
 	}
+}
+
+// unparkClaimed wakes vt for a waiter of its that the caller has just
+// claimed (moved from waiting to woken or timedOut). If vt is parked, it
+// makes it runnable without its permit: vt waits in a loop that ends on
+// the waiter's state (sendWait, recvWait, parkUntilWoken), which the
+// claim has changed, so it needs the wake-up and not the permit, whose
+// one use there would be to be cleared after the park (the package's
+// waits use up an Unpark that comes during them). Only the
+// compare-and-swap from parked tells that vt is parked: if it fails, vt
+// runs and may be about to park (run stores vtParked, then loads the
+// permit), or is blocked pinned (parkPinned stores vtPinned, then loads
+// the permit), and the wake-up is Unpark's: the permit's store, then the
+// compare-and-swaps, so that either vt's load sees the permit or a swap
+// sees vt parked or pinned. (Sleep, which keeps an Unpark that wakes it
+// for the next Park, waits on no waiter: Unpark sets its permit always.)
+// sendWait and recvWait have it written out.
+func (vt *VThread) unparkClaimed() {
+	if vt.state.CompareAndSwap(vtParked, vtQueued) {
+		vt.enqueue(nil)
+		return
+	}
+	vt.unparkOn(nil)
+}
+
+// enqueue queues vt, which its caller has just moved from parked to
+// queued, on c, or with c nil on the carrier running the caller if vt's
+// scheduler runs it, else as readyOn does without a carrier.
+func (vt *VThread) enqueue(c *carrier) {
+	if c == nil {
+		// runningCarrier, with Current written out: Innermost and
+		// currentIn inline, and a wake-up by a virtual thread (every
+		// Chan hand-off's) finds its carrier without Current's call.
+		if k := weft.Innermost(); k != nil {
+			if cur := currentIn(k); cur != nil && cur.s == vt.s {
+				c = cur.carrier
+			}
+		}
+	} else if c.s != vt.s {
+		c = nil // a carrier of another scheduler: vt's own must run it
+	}
+	if c == nil {
+		vt.s.readyOn(vt, nil)
+		return
+	}
+	// pushOwn's usual case, into an empty runnext, written out (its
+	// comment says why the store comes before the load of nidle).
+	if c.runnextOK && c.rn.Load() == rnNone {
+		c.runnext = vt
+		c.rn.Store(vt.id)
+		if c.s.nidle.Load() != 0 {
+			c.oweWake()
+		}
+		return
+	}
+	c.pushOwn(vt)
 }
 
 // parkKeep is park without taking the permit after a wake-up: an Unpark

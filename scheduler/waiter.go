@@ -56,24 +56,27 @@ func (w *waiter) wake() bool {
 
 // claimed wakes w, which its waker has just claimed (moved from waiting
 // to woken), for a Chan's node of select case index (-1: not a select's):
-// wake's signal, with Unpark's call written out, for the wake-up of a
-// parked partner on the path of every Chan hand-off. A select's winning
-// case is recorded before the wake-up; the select reads it under the
-// channel's lock, which its waker holds.
+// wake's signal, for the wake-up of a parked partner on the path of
+// every Chan hand-off. A select's winning case is recorded before the
+// wake-up; the select reads it under the channel's lock, which its
+// waker holds.
 func (w *waiter) claimed(index int) {
 	if index >= 0 {
 		w.index = index
 	}
 	if vt := w.vt; vt != nil {
-		vt.unparkOn(nil)
+		vt.unparkClaimed()
 	} else {
 		w.ch <- struct{}{}
 	}
 }
 
+// signal wakes w, which its caller has just claimed (moved from waiting
+// to woken or timedOut): a virtual thread by unparkClaimed, whose wait
+// (wait, waitFor) ends on w's state, a goroutine by its channel.
 func (w *waiter) signal() {
 	if w.vt != nil {
-		w.vt.Unpark()
+		w.vt.unparkClaimed()
 	} else {
 		w.ch <- struct{}{}
 	}
@@ -97,6 +100,10 @@ func (w *waiter) wait() {
 //
 // Only w is live across the yield (w.vt is read again after it): each
 // live pointer is published by the capture and restored by the thaw.
+// After the park it clears the permit, using up an Unpark that came
+// during the wait, with a load first: its own wake-up, unparkClaimed,
+// sets no permit when the thread is parked, so it is usually clear, and
+// a load costs less than a compare-and-swap that fails.
 func (w *waiter) parkUntilWoken() bool {
 	for w.state.Load() == waiting {
 		vt := w.vt
@@ -107,7 +114,9 @@ func (w *waiter) parkUntilWoken() bool {
 		if _, perr := weft.Yield(vthreadScope); perr != nil {
 			parkPinned(perr)
 		}
-		w.vt.permit.CompareAndSwap(true, false)
+		if p := &w.vt.permit; p.Load() {
+			p.CompareAndSwap(true, false)
+		}
 	}
 	return w.state.Load() == woken
 }
