@@ -206,13 +206,16 @@ func (c *carrier) loop() {
 			continue
 		}
 		c.run(vt)
-		if c.temp && s.retireTemp() {
-			// The block it stood in for has ended: a busy compensation
-			// carrier leaves too, or carriers beyond Options.Carriers
-			// would run for as long as work keeps coming. What it
-			// queued is in the global queue, and woke a carrier.
-			normal = true
-			return
+		if c.temp {
+			if s.retireTemp() {
+				// The block it stood in for has ended: a busy
+				// compensation carrier leaves too, or carriers beyond
+				// Options.Carriers would run for as long as work keeps
+				// coming. What it queued is in the global queue, and
+				// woke a carrier.
+				normal = true
+				return
+			}
 		}
 	}
 }
