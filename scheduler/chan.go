@@ -84,6 +84,10 @@ type chanNode[T any] struct {
 	prev, next *chanNode[T]
 }
 
+// A chanQueue is a doubly linked list of nodes. A node on no queue has
+// q, prev and next nil: new, or taken off by pop or remove, which clear
+// them (a popped node's prev is nil already, as the head's always is);
+// push relies on it and does not store a nil next again.
 type chanQueue[T any] struct {
 	head, tail *chanNode[T]
 }
@@ -91,7 +95,6 @@ type chanQueue[T any] struct {
 func (q *chanQueue[T]) push(n *chanNode[T]) {
 	n.q = q
 	n.prev = q.tail
-	n.next = nil
 	if q.tail == nil {
 		q.head = n
 	} else {
@@ -104,9 +107,16 @@ func (q *chanQueue[T]) push(n *chanNode[T]) {
 // hand, which stores three pointers where remove stores five.
 func (q *chanQueue[T]) pop() *chanNode[T] {
 	n := q.head
-	if n == nil {
-		return nil
+	if n != nil {
+		q.popHead(n)
 	}
+	return n
+}
+
+// popHead is pop of n, q's first node, for a caller that has loaded it
+// (sendWait and recvWait: their loops test the head once, where pop's
+// result was tested again).
+func (q *chanQueue[T]) popHead(n *chanNode[T]) {
 	next := n.next
 	q.head = next
 	if next == nil {
@@ -116,7 +126,6 @@ func (q *chanQueue[T]) pop() *chanNode[T] {
 		n.next = nil
 	}
 	n.q = nil
-	return n
 }
 
 func (q *chanQueue[T]) remove(n *chanNode[T]) {
@@ -358,7 +367,8 @@ func (c *Chan[T]) sendWait(v T) {
 	}
 	// sendLocked's hand-off to a waiting receiver, by hand: the call is
 	// on the completing side of every hand-off from a Send.
-	for r := c.recvq.pop(); r != nil; r = c.recvq.pop() {
+	for r := c.recvq.head; r != nil; r = c.recvq.head {
+		c.recvq.popHead(r)
 		r.val, r.ok = v, true
 		if w := r.w; w.state.CompareAndSwap(waiting, woken) { // r.fire()
 			if r.index >= 0 {
@@ -535,7 +545,8 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 	}
 	// recvLocked's hand-off from a waiting sender, by hand: the call
 	// is on the completing side of every hand-off to a Recv.
-	for s := c.sendq.pop(); s != nil; s = c.sendq.pop() {
+	for s := c.sendq.head; s != nil; s = c.sendq.head {
+		c.sendq.popHead(s)
 		sv := s.val
 		s.ok = true
 		if w := s.w; w.state.CompareAndSwap(waiting, woken) { // s.fire()

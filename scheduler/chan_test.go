@@ -1012,3 +1012,68 @@ func TestChanWaitUsesUpUnpark(t *testing.T) {
 		t.Error("the permit of an Unpark that came during Recv is still set after it")
 	}
 }
+
+// TestChanQueueOffNodesUnlinked pins what push relies on: a node that
+// pop or remove takes off a queue has q, prev and next nil, so that
+// pushing it again (a kept node, reused by its thread's next Send or
+// Recv) links it only where push links it. Random pushes, pops and
+// removes, with the queue checked against a model after each.
+func TestChanQueueOffNodesUnlinked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q chanQueue[int]
+	nodes := make([]*chanNode[int], 8)
+	for i := range nodes {
+		nodes[i] = &chanNode[int]{val: i}
+	}
+	var model []*chanNode[int]
+	off := func(n *chanNode[int]) {
+		t.Helper()
+		if n.q != nil || n.prev != nil || n.next != nil {
+			t.Fatalf("node %d taken off: q %p, prev %p, next %p; want all nil", n.val, n.q, n.prev, n.next)
+		}
+	}
+	for step := 0; step < 20000; step++ {
+		switch op := rng.IntN(3); {
+		case op == 0 && len(model) < len(nodes):
+			var free []*chanNode[int]
+			for _, n := range nodes {
+				if n.q == nil {
+					free = append(free, n)
+				}
+			}
+			n := free[rng.IntN(len(free))]
+			q.push(n)
+			model = append(model, n)
+		case op == 1:
+			n := q.pop()
+			if len(model) == 0 {
+				if n != nil {
+					t.Fatalf("pop of an empty queue gave node %d", n.val)
+				}
+				continue
+			}
+			if n != model[0] {
+				t.Fatalf("pop gave node %d, want %d", n.val, model[0].val)
+			}
+			model = model[1:]
+			off(n)
+		case op == 2 && len(model) > 0:
+			i := rng.IntN(len(model))
+			n := model[i]
+			q.remove(n)
+			model = append(model[:i:i], model[i+1:]...)
+			off(n)
+		}
+		var prev *chanNode[int]
+		i := 0
+		for n := q.head; n != nil; n = n.next {
+			if i >= len(model) || n != model[i] || n.prev != prev || n.q != &q {
+				t.Fatalf("step %d: queue differs from the model at %d", step, i)
+			}
+			prev, i = n, i+1
+		}
+		if i != len(model) || q.tail != prev {
+			t.Fatalf("step %d: queue has %d nodes (tail %p), model %d", step, i, q.tail, len(model))
+		}
+	}
+}
