@@ -206,8 +206,11 @@ func plainNode[T any]() *chanNode[T] {
 // keeps one for T; nil otherwise.
 func keptNodeOf[T any](vt *VThread) *chanNode[T] {
 	if vt != nil {
-		if p := vt.node; p != nil && *(*unsafe.Pointer)(p) == nodeType[T]() {
-			return &(*keptNode[T])(p).chanNode
+		if p := vt.node; p != nil {
+			// (not &&: inlined, it compiles to a flag and its test)
+			if *(*unsafe.Pointer)(p) == nodeType[T]() {
+				return &(*keptNode[T])(p).chanNode
+			}
 		}
 	}
 	return nil
@@ -419,14 +422,18 @@ func (c *Chan[T]) sendWait(v T) {
 		// thaw to restore, where c, the waiter and its virtual thread
 		// were three more.
 		for n.own.state.Load() == waiting {
-			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
-				vt.action = actPark
-				if _, perr := weft.Yield(vthreadScope); perr != nil {
-					parkPinned(perr)
+			vt := n.own.vt
+			if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
+				if vt.permit.CompareAndSwap(true, false) {
+					continue // a wake-up for an earlier wait: look again
 				}
-				if n.own.vt.permit.Load() {
-					n.own.vt.permit.CompareAndSwap(true, false)
-				}
+			}
+			vt.action = actPark
+			if _, perr := weft.Yield(vthreadScope); perr != nil {
+				parkPinned(perr)
+			}
+			if n.own.vt.permit.Load() {
+				n.own.vt.permit.CompareAndSwap(true, false)
 			}
 		}
 	}
@@ -590,14 +597,18 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 	} else {
 		// await's w.parkUntilWoken, by hand, as in sendWait.
 		for n.own.state.Load() == waiting {
-			if vt := n.own.vt; !vt.permit.Load() || !vt.permit.CompareAndSwap(true, false) {
-				vt.action = actPark
-				if _, perr := weft.Yield(vthreadScope); perr != nil {
-					parkPinned(perr)
+			vt := n.own.vt
+			if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
+				if vt.permit.CompareAndSwap(true, false) {
+					continue // a wake-up for an earlier wait: look again
 				}
-				if n.own.vt.permit.Load() {
-					n.own.vt.permit.CompareAndSwap(true, false)
-				}
+			}
+			vt.action = actPark
+			if _, perr := weft.Yield(vthreadScope); perr != nil {
+				parkPinned(perr)
+			}
+			if n.own.vt.permit.Load() {
+				n.own.vt.permit.CompareAndSwap(true, false)
 			}
 		}
 	}

@@ -107,8 +107,10 @@ func (w *waiter) wait() {
 func (w *waiter) parkUntilWoken() bool {
 	for w.state.Load() == waiting {
 		vt := w.vt
-		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
-			continue // a wake-up for an earlier wait: look again
+		if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
+			if vt.permit.CompareAndSwap(true, false) {
+				continue // a wake-up for an earlier wait: look again
+			}
 		}
 		vt.action = actPark
 		if _, perr := weft.Yield(vthreadScope); perr != nil {
