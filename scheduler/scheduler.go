@@ -947,7 +947,7 @@ func (vt *VThread) enqueue(c *carrier) {
 		c = nil // a carrier of another scheduler: vt's own must run it
 	}
 	if c == nil {
-		vt.s.readyOn(vt, nil)
+		vt.s.readyGlobal(vt) // readyOn without a carrier
 		return
 	}
 	// pushOwn's usual case, into an empty runnext, written out (its
