@@ -2,8 +2,8 @@ package continuation_test
 
 // Panics raised during runtime.Goexit, and Goexits during panics, that
 // cross the return barrier with frozen frames' deferred calls pending, in
-// every arrangement a review of the fix found worth trying: each compared
-// with the same code run plainly (its log, the panic that escaped, and
+// every arrangement of the two: each compared with the same code run
+// plainly (its log, the panic that escaped, and
 // whether the goroutine ended by Goexit), with stack growth and garbage
 // collection in the deferred calls.
 
@@ -284,11 +284,10 @@ func TestBarrierInnerGoexitPanicNoInnerDefers(t *testing.T) {
 // A panic raised during a Goexit in a body leaves the body while the Goexit
 // is pending: in Run's caller, a recover stops the panic, and the caller
 // goes on exiting, as in plain Go. The portable backend's iter.Pull carries
-// only the panic to Run's caller, which used to carry on normally after
-// the recover; it now raises the panic again during a Goexit of the
-// caller's own. Both with and without a yield before the Goexit (the
-// resume then runs on another goroutine, with the recover in that
-// goroutine's frames).
+// only the panic to Run's caller, so the backend raises it again there
+// during a Goexit of the caller's own. Both with and without a yield
+// before the Goexit (the resume then runs on another goroutine, with the
+// recover in that goroutine's frames).
 func TestGoexitPanicLeavesBody(t *testing.T) {
 	for _, yields := range []int{0, 1, 3} {
 		run := func(inCont bool) (log []string, exited bool) {

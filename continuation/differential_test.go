@@ -1258,9 +1258,9 @@ func TestDifferential(t *testing.T) {
 		}
 	}
 	if gcsLazy() && n >= 200 {
-		// About 50 in 1,000 programs do each; the backend's fix for a
-		// panic raised during a Goexit (frozenGoexitPanic) is tested
-		// only by those that carry one into frozen frames.
+		// About 50 in 1,000 programs do each; the barrier's handling of
+		// a panic raised during a Goexit is tested only by those that
+		// carry one into frozen frames.
 		if stats.gxFrozen < n/100 {
 			t.Errorf("in %d programs %d Goexits were carried across the return barrier into frozen frames with deferred calls; want at least %d", n, stats.gxFrozen, n/100)
 		}

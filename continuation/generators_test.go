@@ -1171,9 +1171,8 @@ func TestGeneratorsMixed(t *testing.T) {
 }
 
 // A yield called from a goroutine other than the one running seq panics
-// with ErrNotInScope before it hands its value over: it used to write the
-// value first, so that next could return one seq never yielded (about 8%
-// of 200,000 in a run like this one), and for a Coroutine, Resume too.
+// with ErrNotInScope before it hands its value over, so that neither next
+// nor a Coroutine's Resume returns a value seq never yielded.
 func TestForeignYieldHandsNothingOver(t *testing.T) {
 	const n = 20000
 	var foreignPanics atomic.Int64

@@ -29,10 +29,9 @@ func pinFrameInlined(yield func()) { yield() }
 
 // TestPinFrameDeferRecordOwner: a yield pinned by a defer record names the
 // function whose frame has the record, not a function inlined into it that
-// was calling out when the yield came (http.ReadRequest's defer was
-// reported as net/textproto.(*Reader).ReadMIMEHeader, a defer-free
-// wrapper inlined into it). This failed before the fix with the frame named
-// pinFrameInlined.
+// was calling out when the yield came (http.ReadRequest's defer, not
+// net/textproto.(*Reader).ReadMIMEHeader, a defer-free wrapper inlined
+// into it): here the frame named is not pinFrameInlined.
 func TestPinFrameDeferRecordOwner(t *testing.T) {
 	s := scope.New("pinframe")
 	var (

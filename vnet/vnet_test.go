@@ -198,6 +198,36 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &ne) && ne.Timeout()
 }
 
+// waitReadParked waits until some read (Read, Accept, a splice's source)
+// has parked since r0.
+func waitReadParked(r0 uint64) {
+	for r1, _ := vnet.ParkCounts(); r1 == r0; r1, _ = vnet.ParkCounts() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitWriteParked waits until some write (Write, connect) has parked
+// since w0.
+func waitWriteParked(w0 uint64) {
+	for _, w1 := vnet.ParkCounts(); w1 == w0; _, w1 = vnet.ParkCounts() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// within returns wait's result, or fails the test if it takes over 10s.
+func within(t *testing.T, what string, wait func() error) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() { ch <- wait() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still blocked after 10s\n%s", what, stacks())
+		return nil
+	}
+}
+
 // TestEcho runs an echo server with a virtual thread per connection, in
 // blocking style (io.Copy on half the connections, bufio byte by byte on
 // the others), and 1,000 concurrent clients (100 with -short): virtual
@@ -1106,8 +1136,8 @@ func TestReadinessPathAllocs(t *testing.T) {
 
 // A Write that has written all its bytes succeeds, as on package net,
 // even if its deadline passes or Close begins just after its last system
-// call: it used to check them once more before it noticed it was done,
-// and returned len(p) with a timeout or net.ErrClosed.
+// call: it returns len(p) and a nil error, never len(p) with a timeout or
+// net.ErrClosed.
 func TestWriteCompleteIgnoresLateDeadlineAndClose(t *testing.T) {
 	leakCheck(t)
 	c, srv := pair(t)

@@ -18,20 +18,20 @@ import (
 	"github.com/weftrt/weft/scope"
 )
 
-// An adversarial audit of freeze and thaw: each test yields from a kind of
+// Freeze and thaw of every kind of frame: each test yields from a kind of
 // frame, or with a kind of value in its frames, that the stack-copying
-// backend must move intact or pin, resumes on other goroutines (fresh ones
-// with small stacks, ones that first grew their stacks, and the test's own
-// after collections shrank it), collects garbage between every yield and
-// resume and right after every resume, grows the stack below the thawed
-// frames, and checks every value bit for bit. The helpers are prefixed af;
-// gcs* and gc* helpers of the other files are reused. Run them also with
-// GOGC=1 GODEBUG=invalidptr=1,gccheckmark=1,clobberfree=1, WEFT_THAW=eager
-// and WEFT_BACKEND=portable.
+// backend must move intact or pin. It resumes on other goroutines (fresh
+// ones with small stacks, ones that first grew their stacks, and the
+// test's own after collections shrank it), collects garbage between every
+// yield and resume and right after every resume, grows the stack below the
+// thawed frames, and checks every value bit for bit. The helpers are
+// prefixed fr; gcs* and gc* helpers of the other files are reused. Run
+// them also with GOGC=1 GODEBUG=invalidptr=1,gccheckmark=1,clobberfree=1,
+// WEFT_THAW=eager and WEFT_BACKEND=portable.
 
-// afEnv is one audited body's context: its scope, the seed of its values,
+// frEnv is one test body's context: its scope, the seed of its values,
 // and the failures it reports.
-type afEnv struct {
+type frEnv struct {
 	t      *testing.T
 	s      *scope.Scope
 	seed   uint64
@@ -43,7 +43,7 @@ type afEnv struct {
 	errs []string
 }
 
-func (e *afEnv) fail(format string, args ...any) {
+func (e *frEnv) fail(format string, args ...any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.errs) < 12 {
@@ -54,20 +54,20 @@ func (e *afEnv) fail(format string, args ...any) {
 // check records a failure unless cond holds.
 //
 //go:noinline
-func (e *afEnv) check(cond bool, format string, args ...any) {
+func (e *frEnv) check(cond bool, format string, args ...any) {
 	if !cond {
 		e.fail(format, args...)
 	}
 }
 
 // w is the value of slot k of round r.
-func (e *afEnv) w(r, k int) uint64 { return gcsWord(e.seed, r, k) }
+func (e *frEnv) w(r, k int) uint64 { return gcsWord(e.seed, r, k) }
 
 // y suspends the body, then, once resumed, collects garbage and grows the
 // stack below the frames that were just thawed.
 //
 //go:noinline
-func (e *afEnv) y() {
+func (e *frEnv) y() {
 	if !continuation.Yield(e.s) {
 		e.fail("Yield returned false (pinned)")
 	}
@@ -79,37 +79,37 @@ func (e *afEnv) y() {
 	gcGarbage(10)
 }
 
-// afGrowAndRun grows the calling goroutine's stack by depth frames of about
+// frGrowAndRun grows the calling goroutine's stack by depth frames of about
 // 1 KiB, then calls run at the bottom.
 //
 //go:noinline
-func afGrowAndRun(depth int, run func()) int {
+func frGrowAndRun(depth int, run func()) int {
 	var pad [128]uint64
 	pad[depth%128] = uint64(depth)
 	if depth > 0 {
-		afGrowAndRun(depth-1, run)
+		frGrowAndRun(depth-1, run)
 	} else {
 		run()
 	}
 	return int(pad[depth%128])
 }
 
-// afRunCatch runs c, returning what it panicked with.
-func afRunCatch(c *continuation.Continuation) (p any) {
+// frRunCatch runs c, returning what it panicked with.
+func frRunCatch(c *continuation.Continuation) (p any) {
 	defer func() { p = recover() }()
 	c.Run()
 	return nil
 }
 
-// afDrive runs body in a continuation to completion. Each Run is on a
+// frDrive runs body in a continuation to completion. Each Run is on a
 // different kind of runner: a fresh goroutine; a fresh goroutine at the
 // bottom of a deep recursion; the test's goroutine after collections shrank
 // its stack; a fresh goroutine while another collects garbage in a loop. It
 // fails the test on a wrong value the body reports, and returns e, which
-// holds the reasons of any pins (afNoPins checks them) and the final Stats.
-func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
+// holds the reasons of any pins (frNoPins checks them) and the final Stats.
+func frDrive(t *testing.T, seed uint64, body func(e *frEnv)) *frEnv {
 	t.Helper()
-	e := &afEnv{t: t, s: scope.New(t.Name()), seed: seed}
+	e := &frEnv{t: t, s: scope.New(t.Name()), seed: seed}
 	c := continuation.New(e.s, func() { body(e) }, continuation.WithOnPinned(func(_ *continuation.Continuation, r pinning.Reason) {
 		e.pinned = append(e.pinned, r)
 	}))
@@ -123,16 +123,16 @@ func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
 		switch i % 4 {
 		case 0:
 			done := make(chan struct{})
-			go func() { defer close(done); p = afRunCatch(c) }()
+			go func() { defer close(done); p = frRunCatch(c) }()
 			<-done
 		case 1:
 			done := make(chan struct{})
-			go func() { defer close(done); afGrowAndRun(300+i%7, func() { p = afRunCatch(c) }) }()
+			go func() { defer close(done); frGrowAndRun(300+i%7, func() { p = frRunCatch(c) }) }()
 			<-done
 		case 2:
 			runtime.GC()
 			runtime.GC() // shrinks the test goroutine's stack
-			p = afRunCatch(c)
+			p = frRunCatch(c)
 		case 3:
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -150,7 +150,7 @@ func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
 				}
 			}()
 			done := make(chan struct{})
-			go func() { defer close(done); p = afRunCatch(c) }()
+			go func() { defer close(done); p = frRunCatch(c) }()
 			<-done
 			close(stop)
 			wg.Wait()
@@ -171,9 +171,9 @@ func afDrive(t *testing.T, seed uint64, body func(e *afEnv)) *afEnv {
 	return e
 }
 
-// afNoPins fails the test if a yield of e pinned (on the stack-copying
+// frNoPins fails the test if a yield of e pinned (on the stack-copying
 // backend; the portable backend pins none of these).
-func afNoPins(t *testing.T, e *afEnv) {
+func frNoPins(t *testing.T, e *frEnv) {
 	t.Helper()
 	if len(e.pinned) != 0 {
 		t.Errorf("%s: yields pinned: %v", continuation.Backend(), e.pinned)
@@ -182,18 +182,18 @@ func afNoPins(t *testing.T, e *afEnv) {
 
 // ---- Method values, method wrappers, interface calls ----
 
-type afRecv struct {
+type frRecv struct {
 	a   uint64
 	box *gcsBox
 	arr [3]*uint64
 	s   string
 }
 
-func afNewRecv(e *afEnv, r int) afRecv {
-	return afRecv{a: e.w(r, 1), box: gcsNewBox(e.seed, r, 2), arr: [3]*uint64{gcsNewWord(e.w(r, 3)), gcsNewWord(e.w(r, 4)), gcsNewWord(e.w(r, 5))}, s: gcsString(e.seed, r, 6)}
+func frNewRecv(e *frEnv, r int) frRecv {
+	return frRecv{a: e.w(r, 1), box: gcsNewBox(e.seed, r, 2), arr: [3]*uint64{gcsNewWord(e.w(r, 3)), gcsNewWord(e.w(r, 4)), gcsNewWord(e.w(r, 5))}, s: gcsString(e.seed, r, 6)}
 }
 
-func (x *afRecv) ok(e *afEnv, r int, what string) {
+func (x *frRecv) ok(e *frEnv, r int, what string) {
 	e.check(x.a == e.w(r, 1), "%s round %d: a", what, r)
 	e.check(gcsBoxOK(x.box, e.seed, r, 2), "%s round %d: box", what, r)
 	for i, p := range x.arr {
@@ -207,7 +207,7 @@ func (x *afRecv) ok(e *afEnv, r int, what string) {
 // autogenerated wrapper.
 //
 //go:noinline
-func (x afRecv) ValYield(e *afEnv, r int) uint64 {
+func (x frRecv) ValYield(e *frEnv, r int) uint64 {
 	p := &x.arr[r%3] // a pointer into the receiver, which is on the stack
 	e.y()
 	x.ok(e, r, "value receiver")
@@ -216,87 +216,87 @@ func (x afRecv) ValYield(e *afEnv, r int) uint64 {
 }
 
 //go:noinline
-func (x *afRecv) PtrYield(e *afEnv, r int) uint64 {
+func (x *frRecv) PtrYield(e *frEnv, r int) uint64 {
 	e.y()
 	x.ok(e, r, "pointer receiver")
 	x.a ^= 1
 	return x.a
 }
 
-type afOuter struct {
+type frOuter struct {
 	pad uint64
-	afRecv
+	frRecv
 	tail *uint64
 }
 
-type afYielder interface {
-	ValYield(e *afEnv, r int) uint64
+type frYielder interface {
+	ValYield(e *frEnv, r int) uint64
 }
 
-type afPtrYielder interface {
-	PtrYield(e *afEnv, r int) uint64
+type frPtrYielder interface {
+	PtrYield(e *frEnv, r int) uint64
 }
 
-// afCallMV calls a method value it is passed; f does not escape, so its
+// frCallMV calls a method value it is passed; f does not escape, so its
 // closure stays on the caller's stack.
 //
 //go:noinline
-func afCallMV(f func(*afEnv, int) uint64, e *afEnv, r int) uint64 { return f(e, r) }
+func frCallMV(f func(*frEnv, int) uint64, e *frEnv, r int) uint64 { return f(e, r) }
 
-var afSinkYielder afYielder
+var frSinkYielder frYielder
 
-func TestAuditFramesMethodValues(t *testing.T) {
+func TestFramesMethodValues(t *testing.T) {
 	const rounds = 12
-	e := afDrive(t, 0xaf01, func(e *afEnv) {
+	e := frDrive(t, 0xaf01, func(e *frEnv) {
 		for r := range rounds {
-			local := afNewRecv(e, r)
+			local := frNewRecv(e, r)
 			// A method value with a value receiver, called directly and
 			// through a function that takes it as a func value (the -fm
 			// wrapper's frame is in the region).
 			mv := local.ValYield
-			got := afCallMV(mv, e, r)
+			got := frCallMV(mv, e, r)
 			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "method value: got %#x", got)
 			// A method value with a pointer receiver on a stack local.
 			pv := local.PtrYield
-			got = afCallMV(pv, e, r)
+			got = frCallMV(pv, e, r)
 			e.check(got == e.w(r, 1)^1 && local.a == got, "pointer method value: got %#x, local.a %#x", got, local.a)
 			local.a ^= 1
 			local.ok(e, r, "local after pointer method value")
 			// A method expression, and the autogenerated (*T).M wrapper of
 			// a value method, promoted through an embedded field.
-			out := afOuter{pad: e.w(r, 7), afRecv: afNewRecv(e, r), tail: gcsNewWord(e.w(r, 8))}
-			got = (*afOuter).ValYield(&out, e, r)
+			out := frOuter{pad: e.w(r, 7), frRecv: frNewRecv(e, r), tail: gcsNewWord(e.w(r, 8))}
+			got = (*frOuter).ValYield(&out, e, r)
 			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "method expression of a promoted method: got %#x", got)
-			got = afCallMV(out.ValYield, e, r)
+			got = frCallMV(out.ValYield, e, r)
 			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "promoted method value: got %#x", got)
 			e.check(out.pad == e.w(r, 7) && *out.tail == e.w(r, 8), "outer round %d: fields", r)
-			out.afRecv.ok(e, r, "outer.afRecv")
+			out.frRecv.ok(e, r, "outer.frRecv")
 			// Interface calls through itabs: a value (boxed) and a pointer.
-			var iv afYielder = afNewRecv(e, r)
+			var iv frYielder = frNewRecv(e, r)
 			got = iv.ValYield(e, r)
 			e.check(got == e.w(r, 1)^e.w(r, 3+r%3), "interface value call: got %#x", got)
-			hp := &afOuter{afRecv: afNewRecv(e, r)}
-			var ip afPtrYielder = hp // (*afOuter).PtrYield: a promoted-method wrapper
+			hp := &frOuter{frRecv: frNewRecv(e, r)}
+			var ip frPtrYielder = hp // (*frOuter).PtrYield: a promoted-method wrapper
 			got = ip.PtrYield(e, r)
 			e.check(got == e.w(r, 1)^1, "interface pointer call: got %#x", got)
-			afSinkYielder = iv
+			frSinkYielder = iv
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Closures ----
 
 //go:noinline
-func afCallU64(f func() uint64) uint64 { return f() }
+func frCallU64(f func() uint64) uint64 { return f() }
 
 //go:noinline
-func afCallDeep(depth int, f func() uint64) uint64 {
+func frCallDeep(depth int, f func() uint64) uint64 {
 	var pad [4]uint64
 	pad[depth%4] = uint64(depth) + 1
 	v := uint64(0)
 	if depth > 0 {
-		v = afCallDeep(depth-1, f)
+		v = frCallDeep(depth-1, f)
 	} else {
 		v = f()
 	}
@@ -306,9 +306,9 @@ func afCallDeep(depth int, f func() uint64) uint64 {
 	return v
 }
 
-func TestAuditFramesClosures(t *testing.T) {
+func TestFramesClosures(t *testing.T) {
 	const rounds = 12
-	e := afDrive(t, 0xaf02, func(e *afEnv) {
+	e := frDrive(t, 0xaf02, func(e *frEnv) {
 		var acc [5]uint64 // captured by reference by every closure below
 		box := gcsNewBox(e.seed, -1, 0)
 		name := gcsString(e.seed, -1, 1)
@@ -327,7 +327,7 @@ func TestAuditFramesClosures(t *testing.T) {
 					e.check(q == &acc[(k+1)%5] && gcsOnStack(unsafe.Pointer(q)), "closure round %d: pointer into the body's array moved", r)
 					return acc[k] ^ *q
 				}
-				return afCallDeep(depth, inner)
+				return frCallDeep(depth, inner)
 			}
 			got := outer(r * 3)
 			want[k] += e.w(r, 1)
@@ -336,19 +336,19 @@ func TestAuditFramesClosures(t *testing.T) {
 			e.check(got == want[k]^want[(k+1)%5], "closure round %d: result %#x", r, got)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Generics ----
 
-type afGenStack[T any] struct {
+type frGenStack[T any] struct {
 	items []T
 	top   *T
 	local [4]T
 }
 
 //go:noinline
-func (s *afGenStack[T]) pushYield(e *afEnv, v T, depth int) T {
+func (s *frGenStack[T]) pushYield(e *frEnv, v T, depth int) T {
 	s.local[depth%4] = v
 	s.top = &s.local[depth%4]
 	if depth > 0 {
@@ -359,48 +359,48 @@ func (s *afGenStack[T]) pushYield(e *afEnv, v T, depth int) T {
 }
 
 //go:noinline
-func afGenKeep[T any, P interface {
+func frGenKeep[T any, P interface {
 	*T
 	Sum() uint64
-}](e *afEnv, vals []T, depth int) uint64 {
+}](e *frEnv, vals []T, depth int) uint64 {
 	var arr [3]T // a local array of the type parameter's type
 	copy(arr[:], vals)
 	p := P(&arr[depth%3])
 	if depth > 0 {
-		return afGenKeep[T, P](e, vals, depth-1) ^ p.Sum()
+		return frGenKeep[T, P](e, vals, depth-1) ^ p.Sum()
 	}
-	var st afGenStack[T]
+	var st frGenStack[T]
 	got := st.pushYield(e, vals[0], 3)
 	_ = got
 	return P(&arr[0]).Sum() ^ p.Sum() ^ P(&got).Sum()
 }
 
-type afGenVal struct {
+type frGenVal struct {
 	p *uint64
 	s string
 	n uint64
 }
 
-func (v *afGenVal) Sum() uint64 {
+func (v *frGenVal) Sum() uint64 {
 	if v.p == nil {
 		return 0xdead
 	}
 	return *v.p ^ v.n ^ diffStrHash(v.s)
 }
 
-type afGenPtr [2]*gcsBox
+type frGenPtr [2]*gcsBox
 
-func (v *afGenPtr) Sum() uint64 {
+func (v *frGenPtr) Sum() uint64 {
 	if v[0] == nil || v[1] == nil {
 		return 0xdead
 	}
 	return v[0].tag ^ v[1].tag*3
 }
 
-type afNum interface{ ~uint64 | ~int64 }
+type frNum interface{ ~uint64 | ~int64 }
 
 //go:noinline
-func afGenSum[S ~[]E, E afNum](e *afEnv, s S) E {
+func frGenSum[S ~[]E, E frNum](e *frEnv, s S) E {
 	var t E
 	for i, v := range s {
 		if i == len(s)/2 {
@@ -411,7 +411,7 @@ func afGenSum[S ~[]E, E afNum](e *afEnv, s S) E {
 	return t
 }
 
-func afGenWant[T any, P interface {
+func frGenWant[T any, P interface {
 	*T
 	Sum() uint64
 }](vals []T, depth int) uint64 {
@@ -424,44 +424,44 @@ func afGenWant[T any, P interface {
 	return v ^ P(&arr[0]).Sum() ^ P(&arr[0]).Sum() ^ P(&arr[0]).Sum()
 }
 
-func TestAuditFramesGenerics(t *testing.T) {
+func TestFramesGenerics(t *testing.T) {
 	const rounds = 10
-	e := afDrive(t, 0xaf03, func(e *afEnv) {
+	e := frDrive(t, 0xaf03, func(e *frEnv) {
 		for r := range rounds {
-			vals := []afGenVal{
+			vals := []frGenVal{
 				{gcsNewWord(e.w(r, 1)), gcsString(e.seed, r, 2), e.w(r, 3)},
 				{gcsNewWord(e.w(r, 4)), gcsString(e.seed, r, 5), e.w(r, 6)},
 				{gcsNewWord(e.w(r, 7)), gcsString(e.seed, r, 8), e.w(r, 9)},
 			}
-			want := afGenWant[afGenVal](vals, r%4)
-			got := afGenKeep[afGenVal](e, vals, r%4)
+			want := frGenWant[frGenVal](vals, r%4)
+			got := frGenKeep[frGenVal](e, vals, r%4)
 			e.check(got == want, "generic values round %d: %#x, want %#x", r, got, want)
-			boxes := []afGenPtr{
+			boxes := []frGenPtr{
 				{gcsNewBox(e.seed, r, 10), gcsNewBox(e.seed, r, 11)},
 				{gcsNewBox(e.seed, r, 12), gcsNewBox(e.seed, r, 13)},
 				{gcsNewBox(e.seed, r, 14), gcsNewBox(e.seed, r, 15)},
 			}
-			want = afGenWant[afGenPtr](boxes, r%5)
-			got = afGenKeep[afGenPtr](e, boxes, r%5)
+			want = frGenWant[frGenPtr](boxes, r%5)
+			got = frGenKeep[frGenPtr](e, boxes, r%5)
 			e.check(got == want, "generic pointers round %d: %#x, want %#x", r, got, want)
 			for i := range boxes {
 				e.check(gcsBoxOK(boxes[i][0], e.seed, r, 10+2*i) && gcsBoxOK(boxes[i][1], e.seed, r, 11+2*i), "generic pointers round %d: box %d", r, i)
 			}
 			type myInts []int64
 			in := myInts{int64(e.w(r, 20)), int64(e.w(r, 21)), int64(e.w(r, 22)), int64(e.w(r, 23))}
-			e.check(afGenSum(e, in) == in[0]+in[1]+in[2]+in[3], "generic sum round %d", r)
+			e.check(frGenSum(e, in) == in[0]+in[1]+in[2]+in[3], "generic sum round %d", r)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Range-over-func ----
 
-// afSeq yields n heap boxes; between two it keeps state of its own in its
+// frSeq yields n heap boxes; between two it keeps state of its own in its
 // frame (a local array and a pointer into it) and, when yieldIn, suspends
 // the continuation itself. It has an open-coded deferred call, which must
 // run exactly once, when the loop ends or breaks.
-func afSeq(e *afEnv, r, n int, yieldIn bool, deferred *int) iter.Seq2[int, *gcsBox] {
+func frSeq(e *frEnv, r, n int, yieldIn bool, deferred *int) iter.Seq2[int, *gcsBox] {
 	return func(yield func(int, *gcsBox) bool) {
 		defer func() { *deferred++ }()
 		var st [4]uint64
@@ -479,16 +479,16 @@ func afSeq(e *afEnv, r, n int, yieldIn bool, deferred *int) iter.Seq2[int, *gcsB
 	}
 }
 
-func TestAuditFramesRangeFunc(t *testing.T) {
+func TestFramesRangeFunc(t *testing.T) {
 	const rounds = 10
-	e := afDrive(t, 0xaf04, func(e *afEnv) {
+	e := frDrive(t, 0xaf04, func(e *frEnv) {
 		for r := range rounds {
 			var seen [8]uint64 // written by the loop body through its closure
 			outerBox := gcsNewBox(e.seed, r, 1)
 			deferred := 0
 			count := 0
 			n := 3 + r%5
-			for i, b := range afSeq(e, r, n, r%2 == 0, &deferred) {
+			for i, b := range frSeq(e, r, n, r%2 == 0, &deferred) {
 				e.check(gcsBoxOK(b, e.seed, r, 200+i), "range-over-func round %d: element %d before the yield", r, i)
 				e.y()
 				e.check(gcsBoxOK(b, e.seed, r, 200+i), "range-over-func round %d: element %d after the yield", r, i)
@@ -498,7 +498,7 @@ func TestAuditFramesRangeFunc(t *testing.T) {
 				// Nested range-over-func, breaking out of both from the inner.
 				if i == n-2 {
 					inner := 0
-					for j, c := range afSeq(e, r+100, 4, false, &deferred) {
+					for j, c := range frSeq(e, r+100, 4, false, &deferred) {
 						e.y()
 						e.check(gcsBoxOK(c, e.seed, r+100, 200+j), "nested range-over-func round %d: element %d", r, j)
 						inner++
@@ -519,19 +519,19 @@ func TestAuditFramesRangeFunc(t *testing.T) {
 			}
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // A defer in a range-over-func loop body is attached to the enclosing
 // function's frame as a runtime defer record (deferprocat): a yield in the
 // loop body, or after the loop in the same function, must pin.
-func TestAuditFramesRangeFuncDeferPins(t *testing.T) {
+func TestFramesRangeFuncDeferPins(t *testing.T) {
 	for _, after := range []bool{false, true} {
 		pinCheck(t, pinScenario{
 			reason: pinning.DeferRecord,
 			provoke: func(yield func()) int {
 				n := 0
-				afRangeFuncDefer(&n, yield, after)
+				frRangeFuncDefer(&n, yield, after)
 				return n
 			},
 			want: 22,
@@ -539,7 +539,7 @@ func TestAuditFramesRangeFuncDeferPins(t *testing.T) {
 	}
 }
 
-// afRangeFuncDefer defers a call from each of two iterations of a
+// frRangeFuncDefer defers a call from each of two iterations of a
 // range-over-func loop, and yields in the second (or, if after, once the
 // loop is done); each deferred call adds 10 to *n when it returns. It is
 // a function of its own, not a closure called in place: Go 1.25 inlines
@@ -548,7 +548,7 @@ func TestAuditFramesRangeFuncDeferPins(t *testing.T) {
 // prints 22 for this shape, without weft).
 //
 //go:noinline
-func afRangeFuncDefer(n *int, yield func(), after bool) {
+func frRangeFuncDefer(n *int, yield func(), after bool) {
 	seq := func(yield func(int) bool) {
 		for i := range 2 {
 			if !yield(i) {
@@ -570,12 +570,12 @@ func afRangeFuncDefer(n *int, yield func(), after bool) {
 
 // ---- Deferred calls and recover ----
 
-// afDeferYield yields from an open-coded deferred call during a normal
+// frDeferYield yields from an open-coded deferred call during a normal
 // return, with another deferred call still pending in the same frame, and
 // recover pending in a frame further out.
 //
 //go:noinline
-func afDeferYield(e *afEnv, r int, log *[]string) (res uint64) {
+func frDeferYield(e *frEnv, r int, log *[]string) (res uint64) {
 	local := e.w(r, 1)
 	box := gcsNewBox(e.seed, r, 2)
 	defer func() {
@@ -594,21 +594,21 @@ func afDeferYield(e *afEnv, r int, log *[]string) (res uint64) {
 }
 
 //go:noinline
-func afRecoverOuter(e *afEnv, r, depth int) (v any, ok bool) {
+func frRecoverOuter(e *frEnv, r, depth int) (v any, ok bool) {
 	defer func() {
 		v = recover()
 		ok = true
 	}()
-	afPanicDeep(e, r, depth)
+	frPanicDeep(e, r, depth)
 	return nil, false
 }
 
 //go:noinline
-func afPanicDeep(e *afEnv, r, depth int) {
+func frPanicDeep(e *frEnv, r, depth int) {
 	var pad [8]uint64
 	pad[depth%8] = e.w(r, depth)
 	if depth > 0 {
-		afPanicDeep(e, r, depth-1)
+		frPanicDeep(e, r, depth-1)
 	} else {
 		e.y()
 		panic(gcsNewBox(e.seed, r, 50))
@@ -616,17 +616,17 @@ func afPanicDeep(e *afEnv, r, depth int) {
 	e.fail("round %d: returned from under a panic", r)
 }
 
-func TestAuditFramesDeferRecover(t *testing.T) {
+func TestFramesDeferRecover(t *testing.T) {
 	const rounds = 12
-	e := afDrive(t, 0xaf05, func(e *afEnv) {
+	e := frDrive(t, 0xaf05, func(e *frEnv) {
 		for r := range rounds {
 			var log []string
-			got := afDeferYield(e, r, &log)
+			got := frDeferYield(e, r, &log)
 			e.check(got == e.w(r, 3)^e.w(r, 1), "deferred round %d: result %#x", r, got)
 			e.check(strings.Join(log, ",") == "inner,outer", "deferred round %d: order %v", r, log)
 			// recover in a frame frozen under the yield, for a panic raised
 			// after the resume, at every depth relative to record cuts.
-			v, ok := afRecoverOuter(e, r, r*2)
+			v, ok := frRecoverOuter(e, r, r*2)
 			b, isBox := v.(*gcsBox)
 			e.check(ok && isBox && gcsBoxOK(b, e.seed, r, 50), "recover round %d: %v %v", r, v, ok)
 			// A recover that returned nil (no panic), then a yield.
@@ -641,7 +641,7 @@ func TestAuditFramesDeferRecover(t *testing.T) {
 			e.y()
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 	t.Logf("%s: %+v", continuation.Backend(), e.stats)
 	if gcsStackCopy() && e.stats.Unwinds == 0 && os.Getenv("WEFT_THAW") != "eager" {
 		t.Errorf("no panic crossed the return barrier: the test no longer tests what it says")
@@ -651,7 +651,7 @@ func TestAuditFramesDeferRecover(t *testing.T) {
 // ---- Variadic calls, stack objects among the arguments ----
 
 //go:noinline
-func afVariadic(e *afEnv, r int, ps ...*uint64) uint64 {
+func frVariadic(e *frEnv, r int, ps ...*uint64) uint64 {
 	e.y()
 	v := uint64(0)
 	for i, p := range ps {
@@ -664,18 +664,18 @@ func afVariadic(e *afEnv, r int, ps ...*uint64) uint64 {
 	return v
 }
 
-// afArgObj takes an array by value (stack-assigned arguments) and keeps a
+// frArgObj takes an array by value (stack-assigned arguments) and keeps a
 // pointer into it: a stack object in its argument area, which lies in its
 // caller's frame.
 //
 //go:noinline
-func afArgObj(e *afEnv, r int, a [5]*uint64, depth int) uint64 {
+func frArgObj(e *frEnv, r int, a [5]*uint64, depth int) uint64 {
 	p := &a[depth%5]
 	v := uint64(0)
 	if depth > 0 {
 		b := a
 		b[(depth+1)%5] = gcsNewWord(e.w(r, 300+depth))
-		v = afArgObj(e, r, b, depth-1)
+		v = frArgObj(e, r, b, depth-1)
 	} else {
 		e.y()
 	}
@@ -685,7 +685,7 @@ func afArgObj(e *afEnv, r int, a [5]*uint64, depth int) uint64 {
 	return v ^ **p
 }
 
-func afArgObjWant(e *afEnv, r int, a [5]*uint64, depth int) uint64 {
+func frArgObjWant(e *frEnv, r int, a [5]*uint64, depth int) uint64 {
 	v := uint64(0)
 	for d := depth; d >= 0; d-- {
 		v ^= *a[d%5]
@@ -696,32 +696,32 @@ func afArgObjWant(e *afEnv, r int, a [5]*uint64, depth int) uint64 {
 	return v
 }
 
-func TestAuditFramesVariadicAndArgObjects(t *testing.T) {
+func TestFramesVariadicAndArgObjects(t *testing.T) {
 	const rounds = 12
-	e := afDrive(t, 0xaf06, func(e *afEnv) {
+	e := frDrive(t, 0xaf06, func(e *frEnv) {
 		for r := range rounds {
 			x, y := e.w(r, 1), e.w(r, 2)
 			h := gcsNewWord(e.w(r, 3))
-			got := afVariadic(e, r, &x, h, &y, &x)
+			got := frVariadic(e, r, &x, h, &y, &x)
 			want := x ^ *h*2 ^ y*3 ^ x*4
 			e.check(got == want, "variadic round %d: %#x, want %#x", r, got, want)
 			var a [5]*uint64
 			for i := range a {
 				a[i] = gcsNewWord(e.w(r, 10+i))
 			}
-			want = afArgObjWant(e, r, a, r*2)
-			got = afArgObj(e, r, a, r*2)
+			want = frArgObjWant(e, r, a, r*2)
+			got = frArgObj(e, r, a, r*2)
 			e.check(got == want, "argument objects round %d: %#x, want %#x", r, got, want)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Pointers into stack objects made by unsafe arithmetic ----
 
-func TestAuditFramesUnsafeInterior(t *testing.T) {
+func TestFramesUnsafeInterior(t *testing.T) {
 	const rounds = 10
-	e := afDrive(t, 0xaf07, func(e *afEnv) {
+	e := frDrive(t, 0xaf07, func(e *frEnv) {
 		for r := range rounds {
 			var arr [16]uint64
 			var ptrs [4]*gcsBox
@@ -746,13 +746,13 @@ func TestAuditFramesUnsafeInterior(t *testing.T) {
 			}
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Channels, select, timers ----
 
 //go:noinline
-func afChanFrame(e *afEnv, r int, ch chan *gcsBox, tick *time.Timer) uint64 {
+func frChanFrame(e *frEnv, r int, ch chan *gcsBox, tick *time.Timer) uint64 {
 	var got *gcsBox
 	p := &got // address-taken: the receive writes through a pointer into this frame
 	ch <- gcsNewBox(e.seed, r, 1)
@@ -777,41 +777,41 @@ func afChanFrame(e *afEnv, r int, ch chan *gcsBox, tick *time.Timer) uint64 {
 	return got.tag ^ x.tag
 }
 
-func TestAuditFramesChannels(t *testing.T) {
+func TestFramesChannels(t *testing.T) {
 	const rounds = 8
-	e := afDrive(t, 0xaf08, func(e *afEnv) {
+	e := frDrive(t, 0xaf08, func(e *frEnv) {
 		ch := make(chan *gcsBox, 1)
 		tick := time.NewTimer(time.Hour)
 		defer tick.Stop()
 		for r := range rounds {
-			got := afChanFrame(e, r, ch, tick)
+			got := frChanFrame(e, r, ch, tick)
 			e.check(got == e.w(r, 1)^e.w(r, 2), "chan round %d: %#x", r, got)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Finalizers, cleanups, weak pointers, sync.Pool ----
 
-type afFinal struct {
+type frFinal struct {
 	v   uint64
 	pad [6]uint64
 }
 
-func TestAuditFramesFinalizersAndWeak(t *testing.T) {
+func TestFramesFinalizersAndWeak(t *testing.T) {
 	const rounds = 6
 	var finalized, cleaned atomic.Int64
 	var pool sync.Pool
-	e := afDrive(t, 0xaf09, func(e *afEnv) {
+	e := frDrive(t, 0xaf09, func(e *frEnv) {
 		for r := range rounds {
-			f := &afFinal{v: e.w(r, 1)}
-			runtime.SetFinalizer(f, func(*afFinal) { finalized.Add(1) })
-			c := &afFinal{v: e.w(r, 2)}
+			f := &frFinal{v: e.w(r, 1)}
+			runtime.SetFinalizer(f, func(*frFinal) { finalized.Add(1) })
+			c := &frFinal{v: e.w(r, 2)}
 			runtime.AddCleanup(c, func(n *atomic.Int64) { n.Add(1) }, &cleaned)
 			wk := weak.Make(c)
-			pooled, _ := pool.Get().(*afFinal)
+			pooled, _ := pool.Get().(*frFinal)
 			if pooled == nil {
-				pooled = new(afFinal)
+				pooled = new(frFinal)
 			}
 			pooled.v = e.w(r, 3)
 			for range 3 {
@@ -827,7 +827,7 @@ func TestAuditFramesFinalizersAndWeak(t *testing.T) {
 			pool.Put(pooled)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 	if !gcPollUntil(leakPatience, func() bool { return finalized.Load() == rounds && cleaned.Load() == rounds }) {
 		t.Errorf("%d finalizers and %d cleanups ran, want %d each", finalized.Load(), cleaned.Load(), rounds)
 	}
@@ -835,13 +835,13 @@ func TestAuditFramesFinalizersAndWeak(t *testing.T) {
 
 // ---- Deep recursion, big frames, changing depths ----
 
-// afDeep recurses to depth with a frame of size words (an address-taken
+// frDeep recurses to depth with a frame of size words (an address-taken
 // array), yields at the bottom times times, and checks every frame's locals
 // on the way up. Each frame also holds a closure over its own array that a
 // frame further down calls.
 //
 //go:noinline
-func afDeep(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
+func frDeep(e *frEnv, r, depth, big, times int, up func() uint64) uint64 {
 	var small [4]uint64
 	small[depth%4] = e.w(r, 500+depth)
 	mine := gcsNewWord(e.w(r, 600+depth))
@@ -849,9 +849,9 @@ func afDeep(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
 	var v uint64
 	switch {
 	case depth > 0 && depth%7 == 0 && big > 0:
-		v = afDeepBig(e, r, depth-1, big, times, get)
+		v = frDeepBig(e, r, depth-1, big, times, get)
 	case depth > 0:
-		v = afDeep(e, r, depth-1, big, times, get)
+		v = frDeep(e, r, depth-1, big, times, get)
 	default:
 		for range times {
 			e.y()
@@ -865,14 +865,14 @@ func afDeep(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
 }
 
 //go:noinline
-func afDeepBig(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
+func frDeepBig(e *frEnv, r, depth, big, times int, up func() uint64) uint64 {
 	var arr [2048]uint64 // 16 KiB
 	n := min(big, len(arr))
 	for i := range n {
 		arr[i] = e.w(r, 1000+i)
 	}
 	p := &arr[n-1]
-	v := afDeep(e, r, depth, big, times, up)
+	v := frDeep(e, r, depth, big, times, up)
 	for i := range n {
 		if arr[i] != e.w(r, 1000+i) {
 			e.fail("deep round %d: big frame above depth %d: word %d changed", r, depth, i)
@@ -883,7 +883,7 @@ func afDeepBig(e *afEnv, r, depth, big, times int, up func() uint64) uint64 {
 	return v
 }
 
-func afDeepWant(e *afEnv, r, depth int) uint64 {
+func frDeepWant(e *frEnv, r, depth int) uint64 {
 	v := uint64(0)
 	for d := 0; d <= depth; d++ {
 		v ^= e.w(r, 600+d)
@@ -894,28 +894,28 @@ func afDeepWant(e *afEnv, r, depth int) uint64 {
 	return v
 }
 
-func TestAuditFramesDeepChangingDepth(t *testing.T) {
+func TestFramesDeepChangingDepth(t *testing.T) {
 	depths := []int{1, 40, 3, 300, 17, 1000, 2, 64, 9, 500}
 	shorts := thawShorts()
 	defer func() { t.Logf("%d thaws grew the stack first", thawShorts()-shorts) }()
-	e := afDrive(t, 0xaf0a, func(e *afEnv) {
+	e := frDrive(t, 0xaf0a, func(e *frEnv) {
 		for r, d := range depths {
 			big := 0
 			if r%2 == 1 {
 				big = 2048
 			}
-			got := afDeep(e, r, d, big, 1+r%3, nil)
-			want := afDeepWant(e, r, d)
+			got := frDeep(e, r, d, big, 1+r%3, nil)
+			want := frDeepWant(e, r, d)
 			e.check(got == want, "deep round %d (depth %d): %#x, want %#x", r, d, got, want)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- Yield from a deferred call run during a normal return, deep ----
 
 //go:noinline
-func afDeferDeep(e *afEnv, r, depth int) (out uint64) {
+func frDeferDeep(e *frEnv, r, depth int) (out uint64) {
 	mine := gcsNewBox(e.seed, r, 700+depth)
 	defer func() {
 		if depth%3 == 0 {
@@ -925,18 +925,18 @@ func afDeferDeep(e *afEnv, r, depth int) (out uint64) {
 		out ^= mine.tag
 	}()
 	if depth > 0 {
-		return afDeferDeep(e, r, depth-1)
+		return frDeferDeep(e, r, depth-1)
 	}
 	e.y()
 	return 0
 }
 
-func TestAuditFramesDeferDeep(t *testing.T) {
+func TestFramesDeferDeep(t *testing.T) {
 	const rounds = 6
-	e := afDrive(t, 0xaf0b, func(e *afEnv) {
+	e := frDrive(t, 0xaf0b, func(e *frEnv) {
 		for r := range rounds {
 			d := 5 + r*7
-			got := afDeferDeep(e, r, d)
+			got := frDeferDeep(e, r, d)
 			want := uint64(0)
 			for i := 0; i <= d; i++ {
 				want ^= e.w(r, 700+i)
@@ -944,17 +944,17 @@ func TestAuditFramesDeferDeep(t *testing.T) {
 			e.check(got == want, "deferred deep round %d: %#x, want %#x", r, got, want)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
 // ---- A deferred call that yields during a normal return, then panics ----
 
-// afPanicAfterYield is deferred by afExitPanic as a plain function call (no
+// frPanicAfterYield is deferred by frExitPanic as a plain function call (no
 // closure over the deferring frame, so the thaw policy need not keep the
 // two in one record): it yields, and after the resume panics with a box.
 //
 //go:noinline
-func afPanicAfterYield(e *afEnv, r int, mine *gcsBox) {
+func frPanicAfterYield(e *frEnv, r int, mine *gcsBox) {
 	var pad [4]uint64
 	pad[r%4] = e.w(r, 800)
 	e.y()
@@ -962,37 +962,37 @@ func afPanicAfterYield(e *afEnv, r int, mine *gcsBox) {
 	panic(gcsNewBox(e.seed, r, 802))
 }
 
-// afExitPanic returns normally; its last deferred call to run yields, and
+// frExitPanic returns normally; its last deferred call to run yields, and
 // panics after the resume, and its first recovers that panic: the panic
-// happens in frames thawed above afExitPanic's, which may still be frozen
+// happens in frames thawed above frExitPanic's, which may still be frozen
 // below the barrier, in the middle of its exit sequence.
 //
 //go:noinline
-func afExitPanic(e *afEnv, r, depth int) (v any, res uint64) {
+func frExitPanic(e *frEnv, r, depth int) (v any, res uint64) {
 	if depth > 0 {
-		return afExitPanic(e, r, depth-1)
+		return frExitPanic(e, r, depth-1)
 	}
 	local := gcsNewBox(e.seed, r, 803)
 	defer func() {
 		v = recover()
 		res ^= local.tag
 	}()
-	defer afPanicAfterYield(e, r, gcsNewBox(e.seed, r, 801))
+	defer frPanicAfterYield(e, r, gcsNewBox(e.seed, r, 801))
 	return nil, e.w(r, 804)
 }
 
-func TestAuditFramesExitSequencePanic(t *testing.T) {
+func TestFramesExitSequencePanic(t *testing.T) {
 	const rounds = 10
-	e := afDrive(t, 0xaf0c, func(e *afEnv) {
+	e := frDrive(t, 0xaf0c, func(e *frEnv) {
 		for r := range rounds {
-			v, res := afExitPanic(e, r, r%4)
+			v, res := frExitPanic(e, r, r%4)
 			b, ok := v.(*gcsBox)
 			e.check(ok && gcsBoxOK(b, e.seed, r, 802), "exit panic round %d: recovered %v", r, v)
 			e.check(res == e.w(r, 804)^e.w(r, 803), "exit panic round %d: result %#x", r, res)
 			e.y()
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 	t.Logf("%s: %+v", continuation.Backend(), e.stats)
 	if gcsStackCopy() && e.stats.Unwinds == 0 && os.Getenv("WEFT_THAW") != "eager" {
 		t.Errorf("no panic crossed the return barrier: the test no longer tests what it says")
@@ -1006,9 +1006,9 @@ func TestAuditFramesExitSequencePanic(t *testing.T) {
 // finds itself moved; thaw must relocate that pointer with the object. A
 // sync.Once's mutex is held across a yield from inside Do, and unlocked
 // after the resume on another goroutine.
-func TestAuditFramesSelfPointers(t *testing.T) {
+func TestFramesSelfPointers(t *testing.T) {
 	const rounds = 10
-	e := afDrive(t, 0xaf0d, func(e *afEnv) {
+	e := frDrive(t, 0xaf0d, func(e *frEnv) {
 		for r := range rounds {
 			var sb strings.Builder
 			sb.WriteString(gcsString(e.seed, r, 1))
@@ -1026,10 +1026,10 @@ func TestAuditFramesSelfPointers(t *testing.T) {
 			e.check(n == 1, "once round %d: ran %d times", r, n)
 		}
 	})
-	afNoPins(t, e)
+	frNoPins(t, e)
 }
 
-// afBigChain recurses depth frames, every third with a 16 KiB local array
+// frBigChain recurses depth frames, every third with a 16 KiB local array
 // and none holding a pointer into another's frame (so lazy thaw cuts them
 // into separate records), and yields at the bottom without growing the
 // stack after the resume: returning into the barrier, the next record of
@@ -1037,9 +1037,9 @@ func TestAuditFramesSelfPointers(t *testing.T) {
 // must grow it with the results of the frame that returned held aside.
 //
 //go:noinline
-func afBigChain(e *afEnv, r, depth int) (uint64, *gcsBox) {
+func frBigChain(e *frEnv, r, depth int) (uint64, *gcsBox) {
 	if depth%3 == 0 && depth > 0 {
-		return afBigFrame(e, r, depth)
+		return frBigFrame(e, r, depth)
 	}
 	mine := gcsNewBox(e.seed, r, 900+depth)
 	if depth == 0 {
@@ -1049,19 +1049,19 @@ func afBigChain(e *afEnv, r, depth int) (uint64, *gcsBox) {
 		e.yields.Add(1)
 		return e.w(r, 899), mine
 	}
-	v, b := afBigChain(e, r, depth-1)
+	v, b := frBigChain(e, r, depth-1)
 	e.check(gcsBoxOK(b, e.seed, r, 900+depth-1) || depth-1 > 0 && (depth-1)%3 == 0, "big chain round %d: box returned to depth %d", r, depth)
 	e.check(gcsBoxOK(mine, e.seed, r, 900+depth), "big chain round %d: box at depth %d", r, depth)
 	return v ^ mine.tag, mine
 }
 
 //go:noinline
-func afBigFrame(e *afEnv, r, depth int) (uint64, *gcsBox) {
+func frBigFrame(e *frEnv, r, depth int) (uint64, *gcsBox) {
 	var arr [2048]uint64
 	for i := range arr {
 		arr[i] = e.w(r, depth) + uint64(i)
 	}
-	v, b := afBigChain(e, r, depth-1)
+	v, b := frBigChain(e, r, depth-1)
 	for i := range arr {
 		if arr[i] != e.w(r, depth)+uint64(i) {
 			e.fail("big chain round %d: big frame at depth %d: word %d changed", r, depth, i)
@@ -1072,17 +1072,17 @@ func afBigFrame(e *afEnv, r, depth int) (uint64, *gcsBox) {
 	return v, gcsNewBox(e.seed, r, 900+depth)
 }
 
-func TestAuditFramesBigFramesAcrossBarrier(t *testing.T) {
+func TestFramesBigFramesAcrossBarrier(t *testing.T) {
 	if !gcsStackCopy() {
 		t.Skip("the return barrier is the stack-copying backend's")
 	}
 	shorts := thawShorts()
-	e := &afEnv{t: t, s: scope.New(t.Name()), seed: 0xaf0e}
+	e := &frEnv{t: t, s: scope.New(t.Name()), seed: 0xaf0e}
 	const rounds = 6
 	want := make([]uint64, rounds)
 	c := continuation.New(e.s, func() {
 		for r := range rounds {
-			v, b := afBigChain(e, r, 40)
+			v, b := frBigChain(e, r, 40)
 			want[r] = v
 			e.check(gcsBoxOK(b, e.seed, r, 940), "big chain round %d: outermost box", r)
 		}
