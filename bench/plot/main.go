@@ -12,7 +12,7 @@
 //	go test -run='^$' -bench=RoundTrip -count=6 ./bench > bench.txt
 //	go run ./bench/plot -in bench.txt -o docs/img/roundtrip.svg
 //	go run ./bench/plot -sched -in bench/testdata/scheduler-linux-amd64.txt -o docs/img/scheduler.svg
-//	go run ./bench/plot -scale -in bench/testdata/skynet-scaling-16core.txt -impl goroutine,vthread-shared-count,vthread,vthread-unlocked -o docs/img/skynet-scaling.svg
+//	go run ./bench/plot -scale -in bench/testdata/skynet-scaling-16core.txt -impl goroutine,vthread,vthread-unlocked -o docs/img/skynet-scaling.svg
 //
 // It uses only the standard library and writes a self-contained SVG.
 package main
