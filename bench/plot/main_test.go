@@ -112,7 +112,7 @@ func TestRenderIsWellFormedSVG(t *testing.T) {
 // The recorded results the chart in docs/benchmarks.md was drawn from
 // still parse into every impl at every depth.
 func TestRecordedResults(t *testing.T) {
-	f, err := os.Open("../testdata/portable-linux-amd64.txt")
+	f, err := os.Open("../testdata/both-linux-amd64.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRecordedResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(d.impls, ","); got != "weft,weft.Pull,iter.Pull,goroutine" {
+	if got := strings.Join(d.impls, ","); got != "weft,weft.Pull,iter.Pull,goroutine,weft-portable,weft.Pull-portable,weft-eager,weft.Pull-eager" {
 		t.Errorf("impls = %s", got)
 	}
 	if !slices.Equal(d.depths, []int{1, 10, 100, 1000}) {
