@@ -1,11 +1,20 @@
 package scheduler
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
-
-	"github.com/weftrt/weft"
 )
+
+// The synchronisation types (mutex.go, cond.go, waitgroup.go,
+// semaphore.go) and Chan keep their waiters in a
+// queue guarded by a short internal sync.Mutex, which is held only while
+// the queue and the type's state are changed, never while anyone waits: a
+// waiter is queued under the lock, the lock is released, and only then
+// does the waiter park (a virtual thread) or block (a plain goroutine). The
+// side that releases the waiter takes it off the queue under the lock and
+// wakes it, so a wake-up that comes before the park is not lost (the
+// virtual thread's permit, or the goroutine's buffered channel, keeps it).
 
 // A waiter is one party blocked until something happens: a virtual thread,
 // which parks, or a plain goroutine, which blocks on a channel. The
@@ -91,38 +100,6 @@ func (w *waiter) wait() {
 	<-w.ch
 }
 
-// parkUntilWoken parks w's virtual thread until w's wait ends, and
-// reports whether it was woken (not timed out): the park loop, with
-// VThread.park written out so that the loop's frame is the only one
-// between its caller and the yield (the frames under a park are frozen
-// with it). chan.go's sendWait and recvWait have the whole loop written
-// out, so that nothing is between them and the yield.
-//
-// Only w is live across the yield (w.vt is read again after it): each
-// live pointer is published by the capture and restored by the thaw.
-// After the park it clears the permit, using up an Unpark that came
-// during the wait, with a load first: its own wake-up, unparkClaimed,
-// sets no permit when the thread is parked, so it is usually clear, and
-// a load costs less than a compare-and-swap that fails.
-func (w *waiter) parkUntilWoken() bool {
-	for w.state.Load() == waiting {
-		vt := w.vt
-		if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
-			if vt.permit.CompareAndSwap(true, false) {
-				continue // a wake-up for an earlier wait: look again
-			}
-		}
-		vt.action = actPark
-		if _, perr := weft.Yield(vthreadScope); perr != nil {
-			parkPinned(perr)
-		}
-		if p := &w.vt.permit; p.Load() {
-			p.CompareAndSwap(true, false)
-		}
-	}
-	return w.state.Load() == woken
-}
-
 // waitFor blocks until w's wait ends, by a wake or once d has passed (by
 // the scheduler's clock for a virtual thread), and reports whether it was
 // woken. d < 0 waits for ever, for an end that something else may bring
@@ -150,4 +127,125 @@ func (w *waiter) waitFor(d time.Duration) bool {
 	}
 	t.Stop()
 	return w.state.Load() == woken
+}
+
+// expire ends w's wait the way its timeout does, unless w has been woken
+// first; it reports whether it did. Context cancellation uses it.
+func expire(w *waiter) bool {
+	if w.state.CompareAndSwap(waiting, timedOut) {
+		w.signal()
+		return true
+	}
+	return false
+}
+
+// await blocks until w is woken, ctx (if not nil) ends or d passes (d < 0:
+// no timeout), and reports whether w was woken. Whoever wakes w has
+// finished with it; a wait that ended otherwise may still find w queued.
+func await(w *waiter, ctx context.Context, d time.Duration) bool {
+	if w.vt != nil && d < 0 && (ctx == nil || ctx.Done() == nil) {
+		return w.parkUntilWoken()
+	}
+	var stop func() bool
+	if ctx != nil && ctx.Done() != nil {
+		if w.vt != nil {
+			stop = w.vt.s.watchContext(ctx, func() { expire(w) })
+		} else {
+			stop = context.AfterFunc(ctx, func() { expire(w) })
+		}
+	}
+	w.waitFor(d)
+	if stop != nil {
+		stop()
+	}
+	// Not waitFor's result: with d < 0 it does not expect expire.
+	return w.state.Load() == woken
+}
+
+// waitList is a FIFO queue of waiters linked through waiter.next.
+type waitList struct {
+	head, tail *waiter
+}
+
+func (l *waitList) empty() bool { return l.head == nil }
+
+func (l *waitList) pushBack(w *waiter) {
+	w.next = nil
+	if l.tail == nil {
+		l.head = w
+	} else {
+		l.tail.next = w
+	}
+	l.tail = w
+}
+
+func (l *waitList) pushFront(w *waiter) {
+	w.next = l.head
+	l.head = w
+	if l.tail == nil {
+		l.tail = w
+	}
+}
+
+func (l *waitList) popFront() *waiter {
+	w := l.head
+	if w == nil {
+		return nil
+	}
+	l.head = w.next
+	if l.head == nil {
+		l.tail = nil
+	}
+	w.next = nil
+	return w
+}
+
+// remove takes w out of the list, and reports whether it was there. It
+// walks the list: for the rare paths only.
+func (l *waitList) remove(w *waiter) bool {
+	var prev *waiter
+	for x := l.head; x != nil; prev, x = x, x.next {
+		if x != w {
+			continue
+		}
+		if prev == nil {
+			l.head = x.next
+		} else {
+			prev.next = x.next
+		}
+		if l.tail == x {
+			l.tail = prev
+		}
+		x.next = nil
+		return true
+	}
+	return false
+}
+
+// takeAll empties the list and returns its waiters, still linked through
+// next; wakeChain wakes such a chain.
+func (l *waitList) takeAll() *waiter {
+	w := l.head
+	l.head, l.tail = nil, nil
+	return w
+}
+
+func wakeChain(w *waiter) {
+	for w != nil {
+		next := w.next
+		w.next = nil
+		w.wake()
+		w = next
+	}
+}
+
+// clockNow is the clock a waiter measures its wait with: the scheduler's
+// for a virtual thread (virtual in deterministic mode, so that behaviour
+// that depends on how long something waited stays reproducible), the wall
+// clock for a goroutine.
+func clockNow(w *waiter) time.Time {
+	if w.vt != nil {
+		return w.vt.s.Now()
+	}
+	return time.Now()
 }

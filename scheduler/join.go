@@ -1,0 +1,198 @@
+package scheduler
+
+import "context"
+
+// Done returns a channel closed when the virtual thread has finished.
+func (vt *VThread) Done() <-chan struct{} {
+	if vt == nil {
+		nilVThread("Done")
+	}
+	vt.joinMu.Lock()
+	defer vt.joinMu.Unlock()
+	r := vt.rareLocked()
+	if r.done == nil {
+		r.done = make(chan struct{})
+		if vt.ended {
+			close(r.done)
+		}
+	}
+	return r.done
+}
+
+// finished reports whether the virtual thread has finished; vt.err is
+// then final.
+func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
+
+// Join waits for the virtual thread to finish and returns the error its
+// function returned, a *PanicError if it panicked, or ErrGoexit. Called
+// from a virtual thread it parks; from a goroutine it blocks.
+//
+// Called from a virtual thread on the stack-copying backend, outside
+// deterministic mode, Join may run vt itself when vt is still queued on
+// the caller's carrier, one of the last queued there (as a fork/join
+// pool runs a queued subtask in its join), and the caller is not inside
+// a continuation of its own making (a continuation.Pull, say): vt then
+// runs inside the caller, on its carrier, until vt finishes or parks,
+// which saves parking the caller and resuming it. Stack traces taken in
+// vt then show the caller's frames under vt's; otherwise only
+// runtime.Goexit tells the two apart: it ends the goroutine, so a Goexit
+// in vt, if vt runs inside the caller, ends the caller too (both end with
+// ErrGoexit, and the caller's deferred calls run). Wait never runs vt
+// itself; use it where a Goexit in vt must leave the caller running.
+func (vt *VThread) Join() error {
+	if vt == nil {
+		nilVThread("Join")
+	}
+	if vt.finished() {
+		return vt.err
+	}
+	if cur, top := currentTop(); cur != nil {
+		if cur == vt {
+			panic("scheduler: a virtual thread cannot Join itself")
+		}
+		if top && runNested(cur, vt) && vt.finished() {
+			return vt.err
+		}
+		vt.joinMu.Lock()
+		switch {
+		case vt.ended:
+			vt.joinMu.Unlock()
+		case vt.joiner == nil:
+			vt.joiner = cur
+			vt.joinMu.Unlock()
+			// finish unparks cur once vt is done; a wake-up from
+			// elsewhere is spurious.
+			for !vt.finished() {
+				cur.park()
+			}
+		default:
+			w := newWaiter()
+			r := vt.rareLocked()
+			w.next, r.joinq = r.joinq, w
+			vt.joinMu.Unlock()
+			w.wait()
+		}
+		return vt.err
+	}
+	<-vt.Done()
+	return vt.err
+}
+
+// addJoiner queues a waiter for the calling virtual thread on vt's end, or
+// returns nil if vt has already finished.
+func (vt *VThread) addJoiner() *waiter {
+	vt.joinMu.Lock()
+	defer vt.joinMu.Unlock()
+	if vt.ended {
+		return nil
+	}
+	w := newWaiter()
+	r := vt.rareLocked()
+	w.next, r.joinq = r.joinq, w
+	return w
+}
+
+// dropJoiner takes w off vt's joiners, if its wait ended before vt did
+// (finish takes them all off otherwise).
+func (vt *VThread) dropJoiner(w *waiter) {
+	vt.joinMu.Lock()
+	for p := &vt.rareLocked().joinq; *p != nil; p = &(*p).next {
+		if *p == w {
+			*p, w.next = w.next, nil
+			break
+		}
+	}
+	vt.joinMu.Unlock()
+}
+
+// Wait is Join with a context: it returns ctx.Err() if ctx ends first.
+// Unlike Join, it never runs vt inside the caller. A virtual thread that
+// waits for itself panics, as Join does, and so does a nil ctx.
+func (vt *VThread) Wait(ctx context.Context) error {
+	if vt == nil {
+		nilVThread("Wait")
+	}
+	if ctx == nil {
+		nilContext("VThread.Wait")
+	}
+	if vt.finished() {
+		return vt.err
+	}
+	if cur := Current(); cur != nil {
+		if cur == vt {
+			panic("scheduler: a virtual thread cannot Wait for itself")
+		}
+		if w := vt.addJoiner(); w != nil {
+			stop := cur.s.watchContext(ctx, func() { w.wake() }) // the waiter's scheduler's
+			w.wait()
+			stop()
+			vt.dropJoiner(w)
+		}
+	} else {
+		select {
+		case <-vt.Done():
+		case <-ctx.Done():
+		}
+	}
+	if vt.finished() {
+		return vt.err
+	}
+	return ctx.Err()
+}
+
+// maxNested is how many virtual threads runNested runs one inside the other
+// on a carrier: each holds its frames and its joiner's on the carrier's
+// stack, where a deep chain of joins would otherwise grow it without
+// bound (parked, each joiner would take a few hundred bytes of heap).
+const maxNested = 64
+
+// runNested runs vt, which the calling virtual thread cur is about to join,
+// here, inside cur's continuation, if vt is waiting in the queue of cur's
+// carrier among the last queued there, and so would have run on it soon:
+// this saves parking cur and thawing it again once vt has finished, as
+// fork/join pools run a task's queued subtask in its join. vt runs until
+// it finishes or parks (then cur parks for it as usual). It reports
+// whether it ran vt.
+//
+// vt runs on cur's goroutine, above cur's frames, as a continuation
+// nested in cur's: a runtime.Goexit in vt, which ends the goroutine,
+// ends cur too (both with ErrGoexit), and the carrier is replaced. Join
+// calls it only when cur's continuation is the innermost one mounted
+// (currentTop): vt nested inside a continuation that cur's body mounted
+// could yield to that one's scope. It runs nothing nested in
+// deterministic mode, where every virtual thread runs from the run
+// queue, nor on the portable backend, where vt's continuation would be a
+// coroutine made by cur's goroutine and so bound to cur's thread locking.
+//
+// A panic that escapes vt's body (only Options.OnPanic can raise one:
+// the body recovers vt's own) unwinds into cur, as a Goexit does, and
+// becomes cur's panic, where at the top of a carrier it would crash the
+// program.
+func runNested(cur, vt *VThread) bool {
+	c := cur.carrier
+	if c == nil || c.s != vt.s || !c.s.nest || c.nested >= maxNested ||
+		vt.state.Load() != vtQueued || !c.unqueue(vt) {
+		return false
+	}
+	c.nested++
+	// cur's profiler labels, which run puts back after vt; if vt ends
+	// the run by a Goexit or a panic, run does not, and this does, so
+	// that cur's deferred calls (and a recover there) have cur's own.
+	outer := profLabel()
+	normal := false
+	defer func() {
+		c.nested--
+		if !normal {
+			// vt called runtime.Goexit, which goes on unwinding cur:
+			// the carrier's loop finishes cur, vt is finished here.
+			// (Or OnPanic panicked, which unwinds into cur.)
+			setProfLabel(outer)
+			c.cur = cur
+			vt.carrier = nil
+			c.s.finish(vt, nil)
+		}
+	}()
+	c.run(vt)
+	normal = true
+	return true
+}

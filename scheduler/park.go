@@ -1,0 +1,178 @@
+package scheduler
+
+import (
+	"runtime"
+
+	"github.com/weftrt/weft"
+)
+
+// Park parks the calling virtual thread until Unpark is called for it,
+// with java.util.concurrent.locks.LockSupport semantics: a permit that
+// Unpark makes available and Park consumes, so an Unpark before the Park
+// is not lost. Park may also return spuriously; callers re-check their
+// condition in a loop. Called from a plain goroutine it panics.
+//
+// The package's own waits (Join, Wait, Chan, Mutex, Cond and the rest)
+// park on the same permit: an Unpark that comes while the thread waits in
+// one of them is used up there (the wait looks at its condition again
+// and parks on), as in Java's locks, and the next Park does not see it.
+// Sleep and SleepContext keep it for the next Park.
+//
+// If the virtual thread cannot be suspended (it is pinned: a cgo callback,
+// pinning.Do, a reflect call... on its stack), Park blocks its carrier
+// instead, and the scheduler may start an extra carrier meanwhile.
+func Park() {
+	var vt *VThread // Current, with currentIn inline
+	if k := weft.Innermost(); k != nil {
+		vt = currentIn(k)
+	}
+	if vt == nil {
+		parkOutside()
+	}
+	// vt.park, by hand: one frame less to freeze with every virtual
+	// thread parked here.
+	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
+		return
+	}
+	vt.action = actPark
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		parkPinned(perr)
+	}
+	vt.permit.CompareAndSwap(true, false)
+}
+
+// parkOutside panics for Park called outside a virtual thread. A panic
+// in Park itself would give its frame, which every virtual thread parked
+// there has frozen, an argument area for the panic's two-word value.
+//
+//go:noinline
+func parkOutside() {
+	panic("scheduler.Park: not called from a virtual thread")
+}
+
+func (vt *VThread) park() {
+	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
+		return
+	}
+	vt.action = actPark
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		parkPinned(perr)
+	}
+	vt.permit.CompareAndSwap(true, false)
+}
+
+// parkKeep is park without taking the permit after a wake-up: an Unpark
+// that came while vt was queued stays for its caller to see.
+func (vt *VThread) parkKeep() {
+	vt.action = actPark
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		parkPinned(perr)
+	}
+}
+
+// Unpark makes the permit of vt available and, if vt is parked, makes it
+// runnable. It may be called from any goroutine or virtual thread.
+func (vt *VThread) Unpark() {
+	if vt == nil {
+		nilVThread("Unpark")
+	}
+	vt.unparkOn(nil)
+}
+
+// unparkOn is Unpark called by carrier c itself, outside any virtual
+// thread, or by anyone else with c nil: c queues vt if it makes it
+// runnable.
+func (vt *VThread) unparkOn(c *carrier) {
+	vt.permit.Store(true)
+	switch {
+	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		vt.enqueue(c)
+	case vt.state.CompareAndSwap(vtPinned, vtRunning):
+		// vt waits in parkPinned for this, on its carrier, which it
+		// cannot leave before it has it.
+		vt.carrier.pinned <- struct{}{}
+	}
+}
+
+// unparkClaimed wakes vt for a waiter of its that the caller has just
+// claimed (moved from waiting to woken or timedOut). If vt is parked, it
+// makes it runnable without its permit: vt waits in a loop that ends on
+// the waiter's state (sendWait, recvWait, parkUntilWoken), which the
+// claim has changed, so it needs the wake-up and not the permit, whose
+// one use there would be to be cleared after the park (the package's
+// waits use up an Unpark that comes during them). Only the
+// compare-and-swap from parked tells that vt is parked: if it fails, vt
+// runs and may be about to park (run stores vtParked, then loads the
+// permit), or is blocked pinned (parkPinned stores vtPinned, then loads
+// the permit), and the wake-up is Unpark's: the permit's store, then the
+// compare-and-swaps, so that either vt's load sees the permit or a swap
+// sees vt parked or pinned. (Sleep, which keeps an Unpark that wakes it
+// for the next Park, waits on no waiter: Unpark sets its permit always.)
+// sendWait and recvWait have it written out.
+func (vt *VThread) unparkClaimed() {
+	if vt.state.CompareAndSwap(vtParked, vtQueued) {
+		vt.enqueue(nil)
+		return
+	}
+	vt.unparkOn(nil)
+}
+
+// Yield lets other runnable virtual threads run before the caller goes on.
+// From a plain goroutine it calls runtime.Gosched.
+//
+// A virtual thread that cannot be suspended (it is pinned: pinning.Do, a
+// cgo callback, its thread locked...) keeps its carrier: Yield counts the
+// pin in Pins and calls runtime.Gosched, and the others run meanwhile only
+// on other carriers. Unlike a pinned park, a pinned Yield starts no
+// compensation carrier, so with one carrier (or every other one busy) a
+// loop that yields while pinned, waiting for another virtual thread, waits
+// for ever; park instead (a Chan, a WaitGroup, Park), which blocks the
+// carrier and lets a compensation carrier run the others.
+func Yield() {
+	vt := Current()
+	if vt == nil {
+		runtime.Gosched()
+		return
+	}
+	vt.action = actYield
+	if _, perr := weft.Yield(vthreadScope); perr != nil {
+		vt.s.countPin(perr)
+		// What vt queued on its carrier, which it keeps, must not wait
+		// for the monitor: an idle carrier is woken for it now, as a
+		// pinned park does.
+		vt.carrier.payOwed()
+		runtime.Gosched()
+	}
+}
+
+// parkUntilWoken parks w's virtual thread until w's wait ends, and
+// reports whether it was woken (not timed out): the park loop, with
+// VThread.park written out so that the loop's frame is the only one
+// between its caller and the yield (the frames under a park are frozen
+// with it). chan.go's sendWait and recvWait have the whole loop written
+// out, so that nothing is between them and the yield.
+//
+// Only w is live across the yield (w.vt is read again after it): each
+// live pointer is published by the capture and restored by the thaw.
+// After the park it clears the permit, using up an Unpark that came
+// during the wait, with a load first: its own wake-up, unparkClaimed,
+// sets no permit when the thread is parked, so it is usually clear, and
+// a load costs less than a compare-and-swap that fails.
+func (w *waiter) parkUntilWoken() bool {
+	for w.state.Load() == waiting {
+		vt := w.vt
+		if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
+			if vt.permit.CompareAndSwap(true, false) {
+				continue // a wake-up for an earlier wait: look again
+			}
+		}
+		vt.action = actPark
+		if _, perr := weft.Yield(vthreadScope); perr != nil {
+			parkPinned(perr)
+		}
+		if p := &w.vt.permit; p.Load() {
+			p.CompareAndSwap(true, false)
+		}
+	}
+	return w.state.Load() == woken
+}

@@ -1,0 +1,484 @@
+package scheduler
+
+import "github.com/weftrt/weft"
+
+// enqueue queues vt, which its caller has just moved from parked to
+// queued, on c, or with c nil on the carrier running the caller if vt's
+// scheduler runs it, else as readyOn does without a carrier.
+func (vt *VThread) enqueue(c *carrier) {
+	if c == nil {
+		// runningCarrier, with Current written out: Innermost and
+		// currentIn inline, and a wake-up by a virtual thread (every
+		// Chan hand-off's) finds its carrier without Current's call.
+		if k := weft.Innermost(); k != nil {
+			if cur := currentIn(k); cur != nil && cur.s == vt.s {
+				c = cur.carrier
+			}
+		}
+	} else if c.s != vt.s {
+		c = nil // a carrier of another scheduler: vt's own must run it
+	}
+	if c == nil {
+		vt.s.readyGlobal(vt) // readyOn without a carrier
+		return
+	}
+	// pushOwn's usual case, into an empty runnext, written out (its
+	// comment says why the store comes before the load of nidle).
+	if c.runnextOK && c.rn.Load() == rnNone {
+		c.runnext = vt
+		c.rn.Store(vt.id)
+		if c.s.nidle.Load() != 0 {
+			c.oweWake()
+		}
+		return
+	}
+	c.pushOwn(vt)
+}
+
+// pushOwn queues vt on c, called on c's goroutine (by the virtual thread
+// it runs, or by c itself): c runs it when it next takes work, so the
+// first one queued on an empty queue wakes no other carrier at once, as
+// the one that made it runnable is likely to park or end soon (a
+// hand-off, or a spawn that is joined); the carrier owes that wake-up,
+// and the monitor pays it if c has not taken work within a tick. A
+// virtual thread queued behind another wakes an idle carrier at once.
+//
+// With nothing queued, vt goes into runnext without the lock: rn stays
+// rnNone until c's store of vt's ID. That store comes before the load of
+// nidle, and a carrier going idle raises nidle before it looks at every
+// rn: either the look sees vt or the push sees the carrier idle.
+// enqueue has that case written out.
+func (c *carrier) pushOwn(vt *VThread) {
+	s := c.s
+	if !c.runnextOK {
+		c.push(vt)
+		s.wakeOne()
+		return
+	}
+	if c.rn.Load() != rnNone {
+		c.mu.Lock()
+		if r := c.rn.Load(); r != rnNone {
+			if r != rnQueue {
+				c.moveRunnext()
+			}
+			c.queue = append(c.queue, vt)
+			c.mu.Unlock()
+			s.wakeOne() // behind another: at once
+			return
+		}
+		c.mu.Unlock() // a thief took what there was
+	}
+	c.runnext = vt
+	c.rn.Store(vt.id)
+	if s.nidle.Load() != 0 {
+		c.oweWake()
+	}
+	// Else no carrier is idle: a carrier that goes idle looks at every
+	// queue before it sleeps.
+}
+
+// oweWake records that c owes a wake-up for the thread it has just put
+// in runnext, while a carrier is idle (pushOwn), unless it owes one
+// already, and kicks the monitor if it is parked, so that it pays the
+// wake-up if c has not taken work within a tick.
+func (c *carrier) oweWake() {
+	s := c.s
+	if c.owed.Load() == 0 {
+		c.owed.Store(s.tick.Load())
+		if s.monParked.Load() {
+			select {
+			case s.monKick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// payOwed wakes an idle carrier now if c owes one: c is about to block.
+func (c *carrier) payOwed() {
+	if c.owed.Load() != 0 && c.owed.Swap(0) != 0 {
+		c.s.wakeOne()
+	}
+}
+
+// push queues vt on c, behind what is queued there, waking nobody; called
+// on c's goroutine, as pushOwn (its one caller outside tests, and only in
+// deterministic mode or on a compensation carrier, which return before
+// the lock): moveRunnext moves runnext with a plain store of rn, which
+// only c's goroutine may do while pop and unqueue take it without the
+// lock.
+func (c *carrier) push(vt *VThread) {
+	if d := c.s.det; d != nil {
+		d.push(vt)
+		return
+	}
+	if c.temp {
+		// Nobody steals from a compensation carrier, and it may block
+		// pinned at any time: what it makes runnable goes where every
+		// carrier looks.
+		c.s.mu.Lock()
+		c.s.appendGlobal(vt)
+		c.s.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	if r := c.rn.Load(); r != rnQueue && r != rnNone {
+		c.moveRunnext()
+	}
+	c.queue = append(c.queue, vt)
+	c.rn.Store(rnQueue)
+	c.mu.Unlock()
+}
+
+// moveRunnext moves the thread in runnext to the end of queue, which is
+// empty; c.mu is held, by c's goroutine, and rn holds the thread's ID
+// (only c takes it without the lock, and c is here). A look under the
+// lock (hasWork, a thief) sees it in one place or the other.
+func (c *carrier) moveRunnext() {
+	c.queue = append(c.queue, c.runnext)
+	c.runnext = nil
+	c.rn.Store(rnQueue)
+}
+
+// unqueue takes vt off c's queue if it is among the last few queued there,
+// and reports whether it did: vt is then the caller's to run. Called on
+// c's goroutine.
+func (c *carrier) unqueue(vt *VThread) bool {
+	if r := c.rn.Load(); r != rnQueue {
+		// Nothing in queue: vt is queued on c only in runnext. If a
+		// thief has taken it since the load, the swap fails.
+		if r != vt.id || !c.rn.CompareAndSwap(r, rnNone) {
+			return false
+		}
+		c.runnext = nil
+		if c.owed.Load() != 0 {
+			c.owed.Store(0) // nothing queued is left to wake a carrier for
+		}
+		return true
+	}
+	c.mu.Lock()
+	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
+		if c.queue[i] == vt {
+			last := len(c.queue) - 1
+			// The newest moves into vt's place. A parent that joins its
+			// children in the order it started them takes the oldest of
+			// them first; shifting the newer ones down cost a pointer
+			// write each, with the collector's write barrier while it
+			// marks (skynet: 4% of its CPU time on 16 CPUs). The order
+			// of the rest changes: thieves, which take the head, now
+			// take the newest first (the one its parent joins last),
+			// and the carrier's own pop and demote, which take the
+			// tail, the one that was next to it.
+			if i < last {
+				c.queue[i] = c.queue[last]
+			}
+			c.queue[last] = nil
+			c.queue = c.queue[:last]
+			c.compact()
+			if len(c.queue) == c.head {
+				c.rn.Store(rnNone)
+				if c.owed.Load() != 0 {
+					// Nothing queued is left to wake a carrier for.
+					c.owed.Store(0)
+				}
+			}
+			c.mu.Unlock()
+			return true
+		}
+	}
+	c.mu.Unlock()
+	return false
+}
+
+// maxUnqueueScan is how far from its tail unqueue looks for a virtual
+// thread: a parent joins the children it queued last, and a long queue is
+// not searched.
+const maxUnqueueScan = 16
+
+// pop takes the newest virtual thread of c's queue; called on c's
+// goroutine. next has it written out: a thread in runnext (the partner
+// of a hand-off, a spawn that is joined) is then taken without a call.
+func (c *carrier) pop() *VThread {
+	r := c.rn.Load()
+	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+		return c.takeRunnext()
+	}
+	return c.popQueue(r)
+}
+
+// isID reports whether r, a value of rn, is a thread's ID: not rnNone,
+// rnQueue or rnTaking.
+func isID(r uint64) bool { return r-1 < rnTaking-1 }
+
+// takeRunnext returns the thread in runnext, which c's goroutine has just
+// taken by moving rn from its ID to rnNone, and clears runnext.
+func (c *carrier) takeRunnext() *VThread {
+	vt := c.runnext
+	c.runnext = nil
+	return vt
+}
+
+// popQueue is the rest of pop, given rn as pop loaded it: nothing if it
+// was rnNone (only c queues on c), else the newest of queue, under the
+// lock; a thread's ID there means that a thief took it or is taking it
+// (the lock waits for it).
+func (c *carrier) popQueue(r uint64) *VThread {
+	if r == rnNone {
+		return nil
+	}
+	c.mu.Lock()
+	if len(c.queue) == c.head {
+		c.mu.Unlock()
+		return nil
+	}
+	last := len(c.queue) - 1
+	vt := c.queue[last]
+	c.queue[last] = nil
+	c.queue = c.queue[:last]
+	c.compact()
+	if len(c.queue) == c.head {
+		c.rn.Store(rnNone)
+	}
+	c.mu.Unlock()
+	return vt
+}
+
+// rn's values other than the ID of the thread in runnext; IDs start at 1
+// and never come near the others.
+const (
+	rnNone   = 0
+	rnQueue  = ^uint64(0)
+	rnTaking = ^uint64(0) - 1
+)
+
+func (c *carrier) compact() {
+	if c.head == len(c.queue) {
+		c.queue, c.head = c.queue[:0], 0
+	} else if c.head > 64 && c.head*2 > len(c.queue) {
+		n := copy(c.queue, c.queue[c.head:])
+		clear(c.queue[n:])
+		c.queue, c.head = c.queue[:n], 0
+	}
+}
+
+// fairPicks is how often next is fair: once in this many picks, as the Go
+// scheduler looks at its global queue.
+const fairPicks = 61
+
+// next finds a runnable virtual thread: its own queue, newest first, the
+// global queue, then the other carriers'.
+//
+// Once in fairPicks picks it is fair. A carrier whose own queue never
+// empties (two virtual threads that hand work to each other refill it at
+// every pick) would otherwise never reach the global queue, where virtual
+// threads that yielded, that a timer or the poller woke, or that were
+// started or unparked from a plain goroutine wait; nor the older ones
+// beneath the pair in its own queue. So it takes the oldest of the global
+// queue first; or, if there is none, it moves the newest of its own queue
+// (the pair's) to the global queue, as the Go scheduler moves a goroutine
+// that ran a whole time slice there, and goes on with the next newest.
+// Taking the oldest of its own queue instead would start a new branch of
+// a spawn tree far from the one running, and a tree walked that way
+// without nesting (the portable backend) keeps thousands of virtual
+// threads live instead of a few dozen.
+//
+// loop takes the thread in runnext itself, without this call, on every
+// pick but the fair one, and counts the pick.
+func (c *carrier) next() *VThread {
+	s := c.s
+	if d := s.det; d != nil {
+		d.fireContexts()
+		d.fireDue()
+		return d.pop()
+	}
+	if c.picks++; c.picks == fairPicks {
+		c.picks = 0
+		if vt := s.popGlobal(); vt != nil {
+			return vt
+		}
+		c.demote()
+	}
+	// pop, written out.
+	r := c.rn.Load()
+	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+		return c.takeRunnext()
+	}
+	if vt := c.popQueue(r); vt != nil {
+		return vt
+	}
+	if vt := s.popGlobal(); vt != nil {
+		return vt
+	}
+	// Every other carrier, from the next one round; a compensation
+	// carrier, which is not among them, looks at all of them.
+	n := len(s.carriers)
+	for i := 1; i <= n; i++ {
+		if o := s.carriers[(c.id+i)%n]; o != c {
+			if vt := o.steal(); vt != nil {
+				return vt
+			}
+		}
+	}
+	return nil
+}
+
+// demote moves the newest virtual thread of c's queue to the global queue,
+// if it has another beneath, for next's fairness rule; called on c's
+// goroutine. It wakes nobody, and need not: the thread was queued behind
+// another, which woke an idle carrier then if there was one, and a
+// carrier that goes idle later finds it in the global queue as it would
+// have in c's. It moves under both locks (c.mu, then s.mu; nothing takes
+// them the other way round), so that it is always in one queue or the
+// other, and sleep looks at the global queue after the carriers'.
+func (c *carrier) demote() {
+	s := c.s
+	c.mu.Lock()
+	if len(c.queue)-c.head >= 2 {
+		vt := c.queue[len(c.queue)-1]
+		c.queue[len(c.queue)-1] = nil
+		c.queue = c.queue[:len(c.queue)-1]
+		s.mu.Lock()
+		s.appendGlobal(vt)
+		s.mu.Unlock()
+	}
+	c.mu.Unlock()
+}
+
+// steal takes the virtual thread at the head of c's queue: the oldest,
+// unless an unqueue moved a newer one there; or runnext's.
+func (c *carrier) steal() *VThread {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		switch r := c.rn.Load(); r {
+		case rnNone:
+			return nil
+		case rnQueue:
+			vt := c.queue[c.head]
+			c.queue[c.head] = nil
+			c.head++
+			c.compact()
+			if len(c.queue) == c.head {
+				c.rn.Store(rnNone)
+			}
+			return vt
+		default:
+			// An ID. c may take it meanwhile, and queue another.
+			if c.rn.CompareAndSwap(r, rnTaking) {
+				vt := c.runnext
+				c.runnext = nil
+				c.rn.Store(rnNone)
+				return vt
+			}
+		}
+	}
+}
+
+// runningCarrier returns the carrier of s running the calling virtual
+// thread, or nil if the caller is not one of s's virtual threads.
+func (s *Scheduler) runningCarrier() *carrier {
+	if cur := Current(); cur != nil && cur.s == s {
+		return cur.carrier
+	}
+	return nil
+}
+
+// readyOn makes vt runnable: on c's queue, where c is the carrier of s
+// running the caller (runningCarrier), else on the global queue; and
+// wakes an idle carrier. (pushOwn, in deterministic mode, queues as
+// readyGlobal does.)
+func (s *Scheduler) readyOn(vt *VThread, c *carrier) {
+	if c != nil {
+		c.pushOwn(vt)
+		return
+	}
+	s.readyGlobal(vt)
+}
+
+// readyGlobal is readyOn without a carrier: vt goes on the global queue,
+// or the deterministic one.
+func (s *Scheduler) readyGlobal(vt *VThread) {
+	if d := s.det; d != nil {
+		d.push(vt)
+		s.wakeOne()
+		return
+	}
+	s.mu.Lock()
+	s.appendGlobal(vt)
+	s.mu.Unlock()
+	s.wakeOne()
+}
+
+// readyBack queues a virtual thread that yielded behind everything else.
+func (s *Scheduler) readyBack(vt *VThread) {
+	if d := s.det; d != nil {
+		d.push(vt)
+		return
+	}
+	s.mu.Lock()
+	s.appendGlobal(vt)
+	s.mu.Unlock()
+	s.wakeOne()
+}
+
+// appendGlobal queues vt on the global queue; s.mu is held.
+func (s *Scheduler) appendGlobal(vt *VThread) {
+	s.global = append(s.global, vt)
+	s.nglobal.Store(int32(len(s.global) - s.ghead))
+}
+
+// maxKeptGlobal is the largest array the global queue keeps once empty: a
+// burst of starts from outside (100,000 threads at once) does not hold its
+// array for good, and the usual trickle (timers, the poller, a goroutine's
+// Go) reuses one without allocating.
+const maxKeptGlobal = 1024
+
+// hasGlobal reports whether the global queue holds a virtual thread,
+// without the lock: a carrier about to sleep raises nidle before it looks,
+// and a push stores nglobal before it loads nidle (wakeOne), so either the
+// look sees the push or the push wakes a carrier.
+func (s *Scheduler) hasGlobal() bool {
+	return s.nglobal.Load() > 0
+}
+
+// popGlobal takes the oldest virtual thread of the global queue, if any.
+// It takes s.mu only if the queue looks non-empty: every carrier that
+// finds its own queue empty comes here, and would otherwise contend for
+// it.
+func (s *Scheduler) popGlobal() *VThread {
+	if s.nglobal.Load() == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ghead == len(s.global) {
+		return nil
+	}
+	vt := s.global[s.ghead]
+	s.global[s.ghead] = nil
+	s.ghead++
+	switch {
+	case s.ghead == len(s.global): // empty: start again at the front
+		if cap(s.global) > maxKeptGlobal {
+			s.global = nil
+		} else {
+			s.global = s.global[:0]
+		}
+		s.ghead = 0
+	case s.ghead > 64 && 2*s.ghead > len(s.global):
+		// Never empty, as under a steady stream: move the queue down
+		// rather than let append grow the array with its dead front;
+		// into a smaller array if a burst made this one large.
+		live := s.global[s.ghead:]
+		if cap(s.global) > maxKeptGlobal && 4*len(live) < cap(s.global) {
+			s.global = append(make([]*VThread, 0, 2*len(live)), live...)
+		} else {
+			n := copy(s.global, live)
+			clear(s.global[n:])
+			s.global = s.global[:n]
+		}
+		s.ghead = 0
+	}
+	s.nglobal.Store(int32(len(s.global) - s.ghead))
+	return vt
+}

@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// wakeTimer is a Sleep timer's wake-up (or SleepContext's context
+// watch's, with fired nil: isDone tells): it sets fired and makes vt
+// runnable without its permit if vt is parked; otherwise (vt runs, and
+// may be about to park) through the permit, as Unpark. The permit then
+// stands for other Unparks only, which the sleep keeps for the next Park.
+func (vt *VThread) wakeTimer(fired *atomic.Bool) {
+	if fired != nil {
+		fired.Store(true)
+	}
+	switch {
+	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		vt.s.readyOn(vt, vt.s.runningCarrier())
+	case vt.state.CompareAndSwap(vtPinned, vtRunning):
+		vt.carrier.pinned <- struct{}{}
+	default:
+		vt.Unpark()
+	}
+}
+
+// Sleep pauses the calling virtual thread for at least d (by the
+// scheduler's clock: virtual in deterministic mode). An Unpark that comes
+// before or during it does not end it, and is not lost: the next Park
+// returns at once. Nor does cancelling a context: SleepContext is the
+// Sleep that one can end. From a plain goroutine it calls time.Sleep.
+//
+// Outside deterministic mode, a timer that fires while the thread is not
+// parked (a d shorter than the time the thread takes to park, or a timer
+// that fires just as the sleep ends) wakes it through its permit, as
+// Unpark does, and may so leave the thread unparked once after Sleep has
+// returned: the next Park may then return spuriously, as Park may.
+func Sleep(d time.Duration) {
+	vt := Current()
+	if vt == nil {
+		time.Sleep(d)
+		return
+	}
+	if d <= 0 {
+		Yield()
+		return
+	}
+	vt.sleepUntil(d, nil)
+}
+
+// sleepUntil parks vt until its timer for d has fired or done (a
+// context's Done channel, nil for none) is closed; whoever closes done
+// must wake vt with wakeTimer. Sleep and SleepContext share it.
+func (vt *VThread) sleepUntil(d time.Duration, done <-chan struct{}) {
+	var fired atomic.Bool
+	t := vt.s.afterFunc(d, func() { vt.wakeTimer(&fired) })
+	woken := false
+	for !fired.Load() && !isDone(done) { // the timer fires once d has passed
+		// A permit here is neither the timer's nor done's (they wake
+		// by state, or set the permit only while vt runs, after their
+		// flag): take it and remember to give it back.
+		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
+			woken = true
+			continue
+		}
+		vt.parkKeep()
+	}
+	t.Stop()
+	if woken {
+		// Give it back, as Loom's sleep does: a Park after the sleep
+		// returns at once rather than missing that wake-up (Park may
+		// return spuriously, so a caller loses nothing if it was the
+		// timer's after all).
+		vt.permit.Store(true)
+	}
+}
+
+// SleepContext is Sleep that ctx can end: it pauses the calling virtual
+// thread until d has passed (by the scheduler's clock: virtual in
+// deterministic mode) and returns nil, or until ctx ends and returns
+// ctx.Err(), whichever comes first. A ctx that has already ended returns
+// ctx.Err() at once, without a yield. Closing the scheduler, or a
+// Shutdown whose context ends, cancels every virtual thread's context:
+// a thread sleeping on its own context wakes then, where Sleep would
+// keep Close waiting for the rest of its sleep.
+//
+// If d passes and ctx ends at about the same time, ctx wins: SleepContext
+// looks at ctx once more when it wakes and returns ctx.Err() if it has
+// ended, even if d has passed too. So it returns nil only if d has passed
+// and ctx had not ended when the sleep ended, never before d has passed.
+// (In deterministic mode, with the sleep due at virtual time T and ctx
+// cancelled at T by another virtual thread, the result depends on which
+// of the two the seed runs first.)
+//
+// As with Sleep, an Unpark that comes before or during the sleep does
+// not end it and is not lost: the next Park returns at once. When it
+// returns, SleepContext has stopped its timer and its watch on ctx;
+// nothing stays registered. (A timer or watch that fires just as the
+// sleep ends may still unpark the thread once after it has returned: the
+// next Park may then return spuriously, as Park may.)
+//
+// From a plain goroutine it waits on a time.Timer and ctx.Done(). A nil
+// ctx panics.
+func SleepContext(ctx context.Context, d time.Duration) error {
+	if ctx == nil {
+		nilContext("SleepContext")
+	}
+	done := ctx.Done()
+	if isDone(done) {
+		return ctx.Err()
+	}
+	vt := Current()
+	if vt == nil {
+		return sleepOutside(ctx, d)
+	}
+	if done == nil { // a context that never ends
+		Sleep(d)
+		return nil
+	}
+	if d <= 0 {
+		Yield()
+		if isDone(done) {
+			return ctx.Err()
+		}
+		return nil
+	}
+	stop := vt.s.watchContext(ctx, func() { vt.wakeTimer(nil) })
+	vt.sleepUntil(d, done)
+	stop()
+	if isDone(done) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// sleepOutside is SleepContext called from a plain goroutine, ctx not
+// done at the call: it blocks on a wall-clock timer, ctx winning a tie as
+// in a virtual thread.
+func sleepOutside(ctx context.Context, d time.Duration) error {
+	done := ctx.Done()
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-done:
+		}
+	}
+	if isDone(done) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// isDone reports whether done, a context's Done channel (nil for one that
+// never ends), is closed.
+func isDone(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}

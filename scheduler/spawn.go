@@ -1,0 +1,306 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/weftrt/weft"
+)
+
+// Go starts fn in a new virtual thread. fn gets the virtual thread's
+// context, which is cancelled when the scheduler shuts down without
+// draining (a draining Shutdown cancels it too, once every virtual thread
+// has ended) or when a Group it belongs to fails; it is not cancelled when
+// fn returns. The error fn returns is what Join returns. Go returns
+// ErrClosed once Shutdown or Close has begun. The virtual thread starts
+// with the caller's pprof labels and keeps the labels it sets across its
+// parks, as a goroutine would.
+//
+// Go panics on a nil *Scheduler (as New returns with an error) and on a
+// zero Scheduler (make schedulers with New), as every method of
+// Scheduler does.
+func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
+	if s == nil || s.ctx == nil {
+		unusable(s, "Scheduler.Go on")
+	}
+	return s.start("", nil, fn)
+}
+
+// GoNamed is Go with a name, which Name and String return. (The name is
+// not a pprof label: set labels with pprof.Do in fn, or around the call.)
+func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
+	if s == nil || s.ctx == nil {
+		unusable(s, "Scheduler.GoNamed on")
+	}
+	return s.start(name, nil, fn)
+}
+
+// start starts fn in a new virtual thread, a child of g if g is not nil;
+// its context derives from g's, or else from s's.
+func (s *Scheduler) start(name string, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
+	return s.startFrom(name, g, fn, false)
+}
+
+// startFrom is start; whileClosing starts fn even once Shutdown or Close
+// has begun (a deterministic AfterFunc's f, which real mode would run in
+// a goroutine then too, and a draining scheduler waits for), unless the
+// scheduler has drained. Only the deterministic carrier that fires the
+// timer calls it so, while it is still looking for work, and that carrier
+// runs the new thread. A timer already due when the last thread ends
+// while closing fires at that carrier's next look, after the scheduler
+// has drained: its f is dropped then, as a timer still pending is (the
+// thread used to start, and was left parked for good if it parked, the
+// carrier having seen the scheduler drained). The check and the count are
+// one step under the detState's lock, with which checkDrained counts and
+// closes allDone in deterministic mode.
+func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
+	if fn == nil {
+		panic("scheduler.Go: nil function")
+	}
+	c := s.runningCarrier()
+	sh := s.shard(c)
+	if whileClosing {
+		d := s.det
+		d.mu.Lock()
+		if s.drained() {
+			d.mu.Unlock()
+			return nil, ErrClosed
+		}
+		sh.started.Add(1)
+		d.mu.Unlock()
+	} else {
+		// Counted live before the check, so that Shutdown, which sets
+		// closing before it counts, either waits for this one or is
+		// seen.
+		sh.started.Add(1)
+		if s.closing.Load() {
+			s.ended(sh)
+			return nil, ErrClosed
+		}
+	}
+	// Every pointer in the literal: while the collector marks, the stores
+	// into the new, zeroed object share one write barrier call, which
+	// records only the new pointers (there are no old ones to shade),
+	// where a store after it records both, one call each.
+	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, cont: s.newCont(c)}
+	if name != "" {
+		vt.rareLocked().name = name
+	}
+	if l := profLabel(); l != nil {
+		vt.rareLocked().labels = l // the caller's, as a go statement's
+	}
+	// vt.state is vtQueued, the zero value.
+	if c != nil { // readyOn, without its call
+		c.pushOwn(vt)
+	} else {
+		s.readyGlobal(vt)
+	}
+	return vt, nil
+}
+
+// newCont returns a continuation record for a new virtual thread: one
+// that an ended virtual thread left on c, the calling carrier (nil if none
+// of s's is), reset, or a new one. The slot it takes the record from keeps
+// it (carrier.free), so that finish puts it back with no store if it ends
+// on c.
+func (s *Scheduler) newCont(c *carrier) *weft.Cont {
+	if c != nil && len(c.free) > 0 {
+		cont := c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
+		cont.Reset(vthreadScope, vthreadBody)
+		return cont
+	}
+	if s.opts.contStats {
+		// Labels are the carrier's business (carrier.run), as with an
+		// uncounted record.
+		cont := weft.NewCont(vthreadScope, vthreadBody)
+		cont.LeaveLabels()
+		return cont
+	}
+	return weft.NewUncountedCont(vthreadScope, vthreadBody)
+}
+
+// maxFree is how many continuation records of ended virtual threads a
+// carrier keeps for the next ones started on it.
+const maxFree = 64
+
+// vthreadBody is the body of every virtual thread's continuation: it
+// finds its virtual thread with Current, runs fn and records how it ended.
+// A panic is recovered in its deferred call, bodyEnded, so it never
+// reaches a carrier. Being one function for all, it needs no closure: a
+// virtual thread is started with no allocation but its VThread (and, when
+// no ended one's can be reused, its continuation record).
+//
+// The deferred call is a plain function and the outcome a field: a
+// deferred closure or method value, or a local whose address is taken,
+// would be a stack object in the body's frame, and a region holding stack
+// objects cannot take weft's capture fast path. The body is in the region
+// of a virtual thread's first parks (the thaw policy then leaves it frozen
+// under the return barrier until the function returns: from the second
+// park on, as a rule), and is one frame rather than a closure calling a
+// method: each frame is frozen with every parked virtual thread.
+func vthreadBody() {
+	defer bodyEnded()
+	vt := bodyVThread()
+	fn := vt.fn
+	vt.fn = nil
+	bodyReturned(fn(&vt.ctx))
+}
+
+// bodyVThread returns the virtual thread whose body vthreadBody is: the
+// owner of the innermost continuation, which in vthreadBody's frame and
+// in the calls it makes after its function returned or unwound (nested
+// continuations have unmounted by then, their deferred calls being
+// deeper) is always the virtual thread's own. Cheaper than Current,
+// which must check the scope; bodyEnded does the same inline.
+func bodyVThread() *VThread {
+	return weft.Innermost().Owner().(*VThread)
+}
+
+// bodyReturned records the error a virtual thread's function returned. It
+// finds the virtual thread again rather than have vthreadBody keep vt
+// across the call: a word less in the frame that every parked virtual
+// thread has frozen at the bottom of its stack.
+//
+//go:noinline
+func bodyReturned(err error) {
+	vt := bodyVThread()
+	if err != nil { // vt.err is nil until now: no write barrier for nil
+		vt.err = err
+	}
+	vt.returned = true
+}
+
+// bodyEnded is vthreadBody's deferred call. A panic that reached it by
+// way of the engine's return barrier, vthreadBody's frame being frozen
+// (the thaw policy leaves it so from a thread's second park on), was
+// raised again there: the stack where it was first raised is the
+// engine's to give (weft.Cont.PanicStack).
+func bodyEnded() {
+	c := weft.Innermost()
+	vt := c.Owner().(*VThread)
+	if vt.returned {
+		return
+	}
+	if r := recover(); r != nil {
+		buf := c.PanicStack(r)
+		if buf == nil {
+			buf = make([]byte, 64<<10)
+			buf = bytes.Clone(buf[:runtime.Stack(buf, false)]) // not 64 KB kept per PanicError
+		}
+		vt.err = &PanicError{Value: r, Stack: buf}
+		if h := vt.s.opts.OnPanic; h != nil {
+			h(vt, r)
+		}
+		return
+	}
+	vt.err = ErrGoexit // runtime.Goexit: it goes on unwinding the carrier
+}
+
+// idBatch is how many IDs a carrier takes at a time for the virtual
+// threads started on it, as the runtime hands goroutine IDs to its Ps.
+const idBatch = 64
+
+// newID returns a new virtual thread's ID, from c's batch if it is one of
+// s's ordinary carriers (so IDs are unique, but not in the order the
+// threads started). Deterministic mode numbers them in order.
+func (s *Scheduler) newID(c *carrier) uint64 {
+	if c == nil || c.temp || s.det != nil {
+		return s.ids.Add(1)
+	}
+	if c.idNext == c.idEnd {
+		c.idEnd = s.ids.Add(idBatch) + 1
+		c.idNext = c.idEnd - idBatch
+	}
+	id := c.idNext
+	c.idNext++
+	return id
+}
+
+// finish records the end of vt, run on its carrier c. The virtual threads
+// joining vt go on c's run queue, as they would if vt had woken them
+// itself, so that a joining parent runs next, keeping a spawning tree depth
+// first; c is nil where the carrier cannot take them (Goexit).
+func (s *Scheduler) finish(vt *VThread, c *carrier) {
+	if g := vt.group; g != nil {
+		g.childEnded(vt)
+	}
+	if vt.node != nil { // each pointer cleared only if set: no write barrier
+		vt.node = nil // a handle kept after the end keeps no channel node
+	}
+	if cont := vt.cont; cont.IsDone() {
+		// Nothing else refers to the record: keep it for the next
+		// virtual thread started on c, or drop it (a Goexit, c nil: a
+		// record that was reused keeps its arrays when it ends, which a
+		// handle kept after the end would keep too). (IsDone also holds
+		// for a record abandoned while suspended and still unwinding,
+		// which Reset refuses; the scheduler never abandons one.)
+		vt.cont = nil
+		if c != nil && len(c.free) < maxFree {
+			c.keep(cont)
+		}
+	}
+	vt.state.Store(vtDone)
+	// Counted out as soon as its state says so, and before its joiners
+	// and its Done channel are told: Live after a Join or Wait that
+	// returned, or after Done closed, does not count it (a Join that
+	// finds the state done in the instant before the count drops may
+	// still see it counted). Counted out after the state, so that when
+	// the last one out while closing lets the carriers exit, every
+	// virtual thread's state says done; this carrier finishes this call
+	// first, and Shutdown waits for it.
+	s.ended(s.shard(c))
+	vt.joinMu.Lock()
+	vt.ended = true
+	joiner := vt.joiner
+	if joiner != nil {
+		vt.joiner = nil
+	}
+	var joinq *waiter
+	if r := vt.rare.Load(); r != nil {
+		if r.done != nil {
+			close(r.done)
+		}
+		joinq, r.joinq = r.joinq, nil
+	}
+	vt.joinMu.Unlock()
+	if joiner != nil {
+		if c != nil {
+			joiner.unparkOn(c)
+		} else {
+			joiner.Unpark()
+		}
+	}
+	for w := joinq; w != nil; {
+		next := w.next
+		w.next = nil
+		if c != nil && w.vt != nil {
+			if w.state.CompareAndSwap(waiting, woken) {
+				w.vt.unparkOn(c)
+			}
+		} else {
+			w.wake()
+		}
+		w = next
+	}
+	if h := finishHook.Load(); h != nil {
+		(*h)(vt)
+	}
+}
+
+// finishHook, if set (by tests), is called at the end of finish: a test
+// holds the carrier there to look at what the joiners it woke see.
+var finishHook atomic.Pointer[func(*VThread)]
+
+// keep adds cont, the record of a virtual thread that ended on c, to c's
+// free records, which have room for it. If the slot past their end
+// already holds cont (Go took it from there), only the length grows.
+func (c *carrier) keep(cont *weft.Cont) {
+	if n := len(c.free); n < cap(c.free) && c.free[:n+1][n] == cont {
+		c.free = c.free[:n+1]
+		return
+	}
+	c.free = append(c.free, cont)
+}

@@ -1,0 +1,183 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weftrt/weft"
+)
+
+// VThread is a virtual thread: a function running in a continuation that
+// parks by yielding and is resumed by whichever carrier picks it up.
+type VThread struct {
+	// ctx is the context fn gets: a field of no size, whose address is
+	// the VThread's, so that the context costs no word of its own (its
+	// parent is group's or s's, vtContext.parent).
+	ctx  vtContext
+	s    *Scheduler
+	id   uint64
+	cont *weft.Cont
+	// group is the Group vt is a child of, or nil.
+	group *Group
+
+	carrier *carrier // the carrier running it, while it runs
+
+	state    atomic.Int32 // vtQueued (as made), vtRunning, vtParked, vtPinned, vtDone
+	permit   atomic.Bool
+	action   int8 // what the last yield asked of the carrier: actPark, actYield
+	returned bool // fn returned (body)
+	ended    bool // finish has run; under joinMu
+
+	fn func(context.Context) error // what Go was given, until the body starts it
+
+	err    error
+	joinMu sync.Mutex
+	// joiner is the first virtual thread to wait in Join, which needs
+	// nothing else; the others, and Done's channel, are in rare.
+	joiner *VThread
+	// rare holds what most virtual threads never need, made by the first
+	// that does: GoNamed before it publishes vt, the rest under joinMu.
+	// Every parked virtual thread has a VThread, so it stays small.
+	rare atomic.Pointer[vtRare]
+	// node is the node of the last blocking Send or Recv without a
+	// timeout or context, a *keptNode[T], which the next one of the same
+	// T reuses (chan.go).
+	node unsafe.Pointer
+}
+
+// vtRare is the part of a VThread that most never need.
+type vtRare struct {
+	name string
+	// done is made on demand (Done, or Join from a goroutine) and closed
+	// by finish, which sets ended. joinq, linked through next, are the
+	// virtual threads other than joiner waiting in Join or Wait.
+	done  chan struct{}
+	joinq *waiter
+	// labels are the virtual thread's profiler labels (labels.go),
+	// written and read only by the goroutine that runs it, or by Go
+	// before it is published.
+	labels unsafe.Pointer
+}
+
+// rareLocked returns vt's rare part, made if need be; called with joinMu
+// held, or before vt is published.
+func (vt *VThread) rareLocked() *vtRare {
+	r := vt.rare.Load()
+	if r == nil {
+		r = new(vtRare)
+		vt.rare.Store(r)
+	}
+	return r
+}
+
+// A virtual thread's states. vtQueued is the zero value: a new VThread
+// is queued as made, with no atomic store (startFrom).
+const (
+	vtQueued int32 = iota
+	vtRunning
+	vtParked
+	vtPinned
+	vtDone
+)
+
+const (
+	actPark int8 = iota
+	actYield
+)
+
+// ID returns the virtual thread's identifier, unique within its scheduler.
+// ID, Name, Context and Scheduler panic on a nil *VThread, saying so.
+func (vt *VThread) ID() uint64 {
+	if vt == nil {
+		nilVThread("ID")
+	}
+	return vt.id
+}
+
+// Name returns the name given to GoNamed, or "".
+func (vt *VThread) Name() string {
+	if vt == nil {
+		nilVThread("Name")
+	}
+	if r := vt.rare.Load(); r != nil {
+		return r.name
+	}
+	return ""
+}
+
+// Scheduler returns the scheduler the virtual thread runs on.
+func (vt *VThread) Scheduler() *Scheduler {
+	if vt == nil {
+		nilVThread("Scheduler")
+	}
+	return vt.s
+}
+
+// String returns "vthread ID", followed by the name in parentheses if it
+// has one; "vthread <nil>" for a nil *VThread.
+func (vt *VThread) String() string {
+	if vt == nil {
+		return "vthread <nil>"
+	}
+	if name := vt.Name(); name != "" {
+		return fmt.Sprintf("vthread %d (%s)", vt.id, name)
+	}
+	return fmt.Sprintf("vthread %d", vt.id)
+}
+
+// Current returns the virtual thread running on the calling goroutine, or
+// nil if it is not running one.
+func Current() *VThread {
+	if c := weft.Innermost(); c != nil {
+		return currentIn(c)
+	}
+	return nil
+}
+
+// currentIn is Current given the innermost continuation mounted on the
+// calling goroutine (weft.Innermost), not nil. It inlines, as Innermost
+// does: a caller with both inline finds a virtual thread in its own code
+// with Innermost's call alone, where Current is a call more (unparkOn,
+// on the path of every wake-up by a virtual thread).
+func currentIn(c *weft.Cont) (vt *VThread) {
+	if c.Scope() != vthreadScope {
+		return currentOuter()
+	}
+	vt, _ = c.Owner().(*VThread)
+	return
+}
+
+// currentOuter is currentIn for code in a continuation that a virtual
+// thread's body mounted, or that runs no virtual thread.
+func currentOuter() *VThread {
+	if c := weft.Current(vthreadScope); c != nil {
+		vt, _ := c.Owner().(*VThread)
+		return vt
+	}
+	return nil
+}
+
+// currentTop returns the calling virtual thread, or nil, and whether the
+// code calling it runs directly in that virtual thread's continuation:
+// not in a continuation that its body mounted (a continuation.Pull, say),
+// whose yields a virtual thread run nested there could reach.
+func currentTop() (*VThread, bool) {
+	c := weft.Innermost()
+	if c == nil {
+		return nil, false
+	}
+	if c.Scope() == vthreadScope {
+		vt, _ := c.Owner().(*VThread)
+		return vt, vt != nil
+	}
+	return Current(), false
+}
+
+// nilVThread panics for a method called on a nil *VThread, with a message
+// that says where such a handle usually comes from.
+func nilVThread(method string) {
+	panic("scheduler: VThread." + method + " on a nil *VThread (Current returns nil outside a virtual thread, and Go and GoNamed return nil with an error)")
+}
