@@ -13,12 +13,11 @@ import (
 
 // A continuation that a virtual thread ran and dropped while suspended is
 // abandoned once the collector finds it unreachable: its deferred calls
-// run on a goroutine of their own, inside no virtual thread. On the
-// portable backend they used to find, through the continuation's stale
-// link to the goroutine that last ran it, the virtual thread that ran it,
-// if that was running at the time: Current named a thread another carrier
-// was running, and a Go or Unpark there used that carrier's state from
-// the wrong goroutine (the race detector saw newID's and newCont's races).
+// run on a goroutine of their own, inside no virtual thread. There
+// Current is nil on both backends. (On the portable backend the
+// continuation's stale link to the goroutine that last ran it must not
+// name a thread another carrier runs: a Go or Unpark there would use that
+// carrier's state from the wrong goroutine, which the race detector sees.)
 func TestAbandonedDeferHasNoCurrent(t *testing.T) {
 	s := newSched(t, Options{Carriers: 2})
 	us := scope.New("user")

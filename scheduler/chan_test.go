@@ -926,7 +926,7 @@ var chanPinnedSite = funcName(chanPinned)
 func TestChanPinnedPark(t *testing.T) {
 	for _, send := range []bool{false, true} {
 		t.Run(fmt.Sprintf("send=%v", send), func(t *testing.T) {
-			s := proofSched(t, Options{Carriers: 1})
+			s := boundedSched(t, Options{Carriers: 1})
 			ch := NewChan[int](0)
 			var got atomic.Int64
 			vt := goOrFatal(t, s, func(ctx context.Context) error {
@@ -988,7 +988,7 @@ func TestChanContextEndedButReady(t *testing.T) {
 // there (the wait looks again and parks on), as Park's doc comment says:
 // the next Park would not see it.
 func TestChanWaitUsesUpUnpark(t *testing.T) {
-	s := proofSched(t, Options{Carriers: 1})
+	s := boundedSched(t, Options{Carriers: 1})
 	ch := NewChan[int](0)
 	left := make(chan bool, 1)
 	vt := goOrFatal(t, s, func(ctx context.Context) error {
@@ -1075,5 +1075,153 @@ func TestChanQueueOffNodesUnlinked(t *testing.T) {
 		if i != len(model) || q.tail != prev {
 			t.Fatalf("step %d: queue has %d nodes (tail %p), model %d", step, i, q.tail, len(model))
 		}
+	}
+}
+
+// TestChanConservation: producers send unique values with every
+// kind of send over three channels (unbuffered, buffered, zero Chan);
+// consumers receive with every kind of receive; then the channels close
+// and the consumers drain them. A value whose send reported success is
+// received exactly once; one whose send reported failure never is; no
+// waiter stays queued.
+func TestChanConservation(t *testing.T) {
+	for _, det := range []bool{false, true} {
+		t.Run(fmt.Sprint("det=", det), func(t *testing.T) {
+			s := newSched(t, Options{Deterministic: det, Seed: 7, Carriers: 2})
+			var zc Chan[int]
+			chans := []*Chan[int]{NewChan[int](0), NewChan[int](2), &zc}
+			const producers, consumers = 6, 6
+			per := iters(3000, 400)
+			total := producers * per
+			sent := make([]atomic.Int32, total)
+			got := make([]atomic.Int32, total)
+			var closedSeen atomic.Int32
+			var pwg sync.WaitGroup
+			produce := func(p int) {
+				defer pwg.Done()
+				for k := range per {
+					v := p*per + k
+					c := chans[(p+k)%3]
+					ok := false
+					switch k % 6 {
+					case 0:
+						c.Send(v)
+						ok = true
+					case 1:
+						ok = c.TrySend(v)
+					case 2:
+						ok = c.SendTimeout(v, time.Duration(k%7)*time.Microsecond)
+					case 3:
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(k%5)*time.Microsecond)
+						ok = c.SendContext(ctx, v) == nil
+						cancel()
+					case 4:
+						i, _ := SelectTimeout(time.Duration(k%9)*time.Microsecond, SendCase(c, v), SendCase(chans[(p+k+1)%3], v), RecvCase[int](nil, nil))
+						ok = i >= 0
+					case 5:
+						i, _ := TrySelect(SendCase(c, v), SendCase(chans[(p+k+2)%3], v))
+						ok = i >= 0
+					}
+					if ok {
+						sent[v].Add(1)
+					}
+				}
+			}
+			var cwg sync.WaitGroup
+			consume := func(c0 int) {
+				defer cwg.Done()
+				var vs [3]int
+				open := [3]bool{true, true, true}
+				for k := 0; open[0] || open[1] || open[2]; k++ {
+					c := c0 + k
+					j := c % 3
+					var v int
+					var ok, ready bool
+					switch c % 5 {
+					case 0:
+						if !open[j] {
+							continue
+						}
+						v, ok, ready = chans[j].RecvTimeout(time.Duration(k%11) * time.Microsecond)
+					case 1:
+						if !open[j] {
+							continue
+						}
+						v, ok, ready = chans[j].TryRecv()
+					case 2:
+						if !open[j] {
+							continue
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(k%13)*time.Microsecond)
+						var err error
+						v, ok, err = chans[j].RecvContext(ctx)
+						ready = err == nil
+						cancel()
+					default:
+						var cs [3]Case
+						for i := range 3 {
+							if open[i] {
+								cs[i] = RecvCase(chans[i], &vs[i])
+							}
+						}
+						var i int
+						i, ok = SelectTimeout(time.Duration(1+k%17)*time.Microsecond, cs[:]...)
+						if i >= 0 {
+							j, v, ready = i, vs[i], true
+						}
+					}
+					if !ready {
+						continue
+					}
+					if !ok {
+						if v != 0 {
+							t.Errorf("closed receive gave %d", v)
+						}
+						open[j] = false
+						closedSeen.Add(1)
+						continue
+					}
+					got[v].Add(1)
+				}
+			}
+			pwg.Add(producers)
+			cwg.Add(consumers)
+			for i := range producers {
+				if i%2 == 0 {
+					s.Go(func(context.Context) error { produce(i); return nil })
+					go consume(i)
+				} else {
+					go produce(i)
+					s.Go(func(context.Context) error { consume(i); return nil })
+				}
+			}
+			pdone := make(chan struct{})
+			go func() { pwg.Wait(); close(pdone) }()
+			if !waitDone(t, pdone, 60*time.Second, "producers") {
+				return
+			}
+			for _, c := range chans {
+				c.Close()
+			}
+			cdone := make(chan struct{})
+			go func() { cwg.Wait(); close(cdone) }()
+			if !waitDone(t, cdone, 60*time.Second, "consumers") {
+				return
+			}
+			nsent := 0
+			for v := range total {
+				sn, gn := sent[v].Load(), got[v].Load()
+				if sn != gn {
+					t.Errorf("value %d: send reported %d, received %d times", v, sn, gn)
+				}
+				nsent += int(sn)
+			}
+			for i, c := range chans {
+				if r, sd := queued(c); r != 0 || sd != 0 {
+					t.Errorf("chan %d: %d receivers, %d senders still queued", i, r, sd)
+				}
+			}
+			t.Logf("%d of %d sent", nsent, total)
+		})
 	}
 }

@@ -17,7 +17,7 @@ import (
 // the completer pops its partner's node, claims it and wakes it, while
 // the partner, a virtual thread, may see the claim without parking and
 // start its next Send or Recv on the same kept node, on another channel
-// whose lock the completer does not hold. The audit and select stresses
+// whose lock the completer does not hold. The select stresses
 // elsewhere use Select and the timed or context operations, which make a
 // node per call; these use plain Send and Recv, whose node is reused.
 

@@ -3,8 +3,7 @@ package scheduler
 // Stress tests of the carrier loop and Park/Unpark under chaos: the
 // carriers' idle path is delayed at random (sleepHooks), wake-ups come
 // from everywhere at once, and a watchdog dumps every goroutine if
-// progress stops. An audit wrote them; they found no bug in what they
-// cover, and stay to guard it.
+// progress stops.
 
 import (
 	"context"

@@ -15,7 +15,7 @@ import (
 // beneath the pair in the carrier's own queue never ran.
 
 // fairnessGiveUp is how long the busy pairs below run at most: a starved
-// virtual thread runs once they stop, so a regression fails the test
+// virtual thread runs once they stop, so a starvation fails the test
 // instead of hanging it.
 const fairnessGiveUp = 10 * time.Second
 
@@ -130,8 +130,8 @@ func TestFairOwnQueue(t *testing.T) {
 // runs X, which starts Z, which blocks that carrier until B runs. The
 // sleeping carrier looked at the global queue (empty) before the
 // carriers' queues (B gone) and slept, and nothing woke it: B ran only
-// when Z gave up. With X joining Z, Z runs nested in X. (A review found
-// this; the interleaving is forced with sleepHooks.)
+// when Z gave up. With X joining Z, Z runs nested in X. (The
+// interleaving is forced with sleepHooks.)
 func TestFairDemoteSeenBySleeper(t *testing.T) {
 	for _, join := range []bool{false, true} {
 		if waited, stranded := demoteWhileSleeping(t, join); stranded {
@@ -216,7 +216,7 @@ func demoteWhileSleeping(t *testing.T, join bool) (waited time.Duration, strande
 	}
 	select {
 	case <-done:
-	case <-time.After(proofTimeout):
+	case <-time.After(waitTimeout):
 		t.Fatal("Z never ran")
 	}
 	return waited, stranded

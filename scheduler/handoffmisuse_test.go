@@ -68,8 +68,8 @@ func handOffAndUnlockAgain(t *testing.T, lock, unlock func(), tryLock func() boo
 }
 
 // TestMutexUnlockTwiceInHandoff: in handoff mode Unlock leaves the lock
-// locked on the first waiter's behalf, so a second Unlock used to unlock
-// that waiter's lock unnoticed, and two holders could then be inside.
+// locked on the first waiter's behalf. A second Unlock must panic, not
+// unlock that waiter's lock unnoticed and let two holders inside.
 func TestMutexUnlockTwiceInHandoff(t *testing.T) {
 	var m Mutex
 	handOffAndUnlockAgain(t,
@@ -89,8 +89,8 @@ func TestMutexUnlockTwiceInHandoff(t *testing.T) {
 }
 
 // TestRWMutexUnlockTwiceWithWriterWaiting: Unlock hands the write lock to
-// the next waiting writer, so a second Unlock used to unlock that writer's
-// lock unnoticed.
+// the next waiting writer. A second Unlock must panic, not unlock that
+// writer's lock unnoticed.
 func TestRWMutexUnlockTwiceWithWriterWaiting(t *testing.T) {
 	var rw RWMutex
 	handOffAndUnlockAgain(t, rw.Lock, rw.Unlock, rw.TryLock,

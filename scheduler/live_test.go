@@ -76,7 +76,7 @@ func churn(s *Scheduler, stop <-chan struct{}, sleep bool, record func(*VThread)
 // others start and end across the shards meanwhile, and never goes below
 // zero; at rest it is exact.
 func TestLiveWhileChurning(t *testing.T) {
-	s := proofSched(t, Options{Carriers: 4})
+	s := boundedSched(t, Options{Carriers: 4})
 	const parked = 50
 	park := NewChan[struct{}](0)
 	closePark := sync.OnceFunc(park.Close)
@@ -194,7 +194,7 @@ func TestShutdownRacesStartsOnCarriers(t *testing.T) {
 		}
 		started.Wait()
 		time.Sleep(time.Duration(round%20) * 50 * time.Microsecond)
-		ctx, cancel := context.WithTimeout(context.Background(), proofTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		err = s.Shutdown(ctx)
 		cancel()
 		if err != nil {
@@ -218,7 +218,7 @@ func TestShutdownRacesStartsOnCarriers(t *testing.T) {
 // goroutines, and deterministic mode numbers virtual threads in the order
 // they start.
 func TestIDsUnique(t *testing.T) {
-	s := proofSched(t, Options{Carriers: 4})
+	s := boundedSched(t, Options{Carriers: 4})
 	var mu sync.Mutex
 	seen := map[uint64]string{}
 	record := func(vt *VThread, where string) error {
@@ -285,7 +285,7 @@ func TestIDsUnique(t *testing.T) {
 		t.Fatalf("%d IDs recorded, want %d", len(seen), 8*300)
 	}
 
-	d := proofSched(t, Options{Deterministic: true, Seed: 1})
+	d := boundedSched(t, Options{Deterministic: true, Seed: 1})
 	var ids []uint64
 	root, err := d.Go(func(ctx context.Context) error {
 		for range 5 {

@@ -13,10 +13,9 @@ import (
 
 // TestNilAndZeroSchedulerPanicClearly: every method of a nil *Scheduler (as
 // New returns with an error) and of a zero Scheduler panics with a message
-// that names the method and the mistake. They used to be nil dereferences,
-// and worse for a zero Scheduler: Go returned a virtual thread that no
-// carrier would ever run (its Join hung), and Shutdown panicked with
-// "close of nil channel".
+// that names the method and the mistake: not a nil dereference, nor, for a
+// zero Scheduler, a virtual thread that no carrier would ever run (its
+// Join would hang) or Shutdown's "close of nil channel".
 func TestNilAndZeroSchedulerPanicClearly(t *testing.T) {
 	fn := func(context.Context) error { return nil }
 	calls := map[string]func(s *Scheduler){
@@ -105,7 +104,7 @@ func TestWaitGroupReusedBeforeWaitReturned(t *testing.T) {
 	default:
 	}
 	wg.Done()
-	waitDone(t, second, proofTimeout, "the second round's Wait")
+	waitDone(t, second, waitTimeout, "the second round's Wait")
 }
 
 // copyCond copies *src into *dst as an assignment would, without the
@@ -144,7 +143,7 @@ func TestCondCopiedPanics(t *testing.T) {
 		if !strings.Contains(msg, "Cond is copied") {
 			t.Errorf("Wait of a copied Cond panicked with %q, want a message that it is copied", msg)
 		}
-	case <-time.After(proofTimeout):
+	case <-time.After(waitTimeout):
 		// It waits, on the copy's queue: let it go.
 		copyCond(orig, &copied)
 		orig.Signal()
@@ -182,9 +181,8 @@ func TestCondNilLocker(t *testing.T) {
 }
 
 // TestShutdownNilContext: Shutdown(nil) panics saying so before it changes
-// anything; it used to mark the scheduler closing and then dereference
-// nil, leaving a scheduler that refused new threads but whose carriers
-// ran on.
+// anything: the scheduler is not left closing, refusing new threads while
+// its carriers run on.
 func TestShutdownNilContext(t *testing.T) {
 	s := newSched(t, Options{Carriers: 1})
 	if msg := mustPanic(t, func() { s.Shutdown(nil) }); !strings.Contains(msg, "Shutdown with a nil Context") {
@@ -247,7 +245,7 @@ func TestGroupMisuseMessages(t *testing.T) {
 		if err := context.Cause(gctx); !errors.As(err, &pe) || !strings.Contains(fmt.Sprint(pe.Value), "Group.Wait") || !strings.Contains(fmt.Sprint(pe.Value), "own children") {
 			t.Errorf("Group.Wait from a child: the group failed with %v, want a panic that says why", err)
 		}
-	case <-time.After(proofTimeout):
+	case <-time.After(waitTimeout):
 		t.Error("Group.Wait from a child waited for the group's other children instead of panicking")
 	}
 	release.Close()
@@ -256,9 +254,9 @@ func TestGroupMisuseMessages(t *testing.T) {
 
 // TestNilContextPanicsClearly: the calls that take a context panic,
 // saying so, when given a nil one, from a goroutine and from a virtual
-// thread, before they do anything. The Chan and Select variants used to
-// take nil for "no context" (and wait for ever where they had to wait),
-// and Semaphore.Acquire and SleepContext dereferenced nil.
+// thread, before they do anything. The Chan and Select variants do not
+// take nil for "no context" (and wait for ever where they have to wait),
+// and Semaphore.Acquire and SleepContext do not dereference nil.
 func TestNilContextPanicsClearly(t *testing.T) {
 	var nilCtx context.Context
 	// Each call gets things it could complete with at once, so that none
@@ -315,7 +313,7 @@ func TestShutdownFromAnotherSchedulersThreadParks(t *testing.T) {
 	for _, op := range []string{"Shutdown", "Close"} {
 		t.Run(op, func(t *testing.T) {
 			for _, det := range []bool{false, true} {
-				a := proofSched(t, Options{Carriers: 1, Deterministic: det, Seed: 1})
+				a := boundedSched(t, Options{Carriers: 1, Deterministic: det, Seed: 1})
 				b, err := New(Options{Carriers: 1})
 				if err != nil {
 					t.Fatal(err)
@@ -354,5 +352,96 @@ func TestShutdownFromAnotherSchedulersThreadParks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMisuseMessages: misuse that Go catches panics here with a
+// message that names it, from a goroutine and from a virtual thread.
+func TestMisuseMessages(t *testing.T) {
+	s := newSched(t, Options{})
+	check := func(where string) {
+		for name, f := range map[string]func(){
+			"Mutex.Unlock":      func() { var m Mutex; m.Unlock() },
+			"RWMutex.Unlock":    func() { var rw RWMutex; rw.Unlock() },
+			"RWMutex.RUnlock":   func() { var rw RWMutex; rw.RUnlock() },
+			"RWMutex.RUnlock/W": func() { var rw RWMutex; rw.Lock(); rw.RUnlock() },
+			"RWMutex.Unlock/R":  func() { var rw RWMutex; rw.RLock(); rw.Unlock() },
+			"WaitGroup.Add":     func() { var wg WaitGroup; wg.Add(1); wg.Add(-2) },
+			"Cond.Wait/Mutex":   func() { NewCond(&Mutex{}).Wait() },
+			"Cond.Wait/RW":      func() { NewCond(&RWMutex{}).Wait() },
+			"Cond.Wait/RLocker": func() { var rw RWMutex; NewCond(rw.RLocker()).Wait() },
+			"Semaphore.Release": func() { NewSemaphore(2).Release(1) },
+			"Chan.Close":        func() { c := NewChan[int](0); c.Close(); c.Close() },
+			"Chan.Send":         func() { c := NewChan[int](1); c.Close(); c.Send(1) },
+			"Chan.TrySend":      func() { c := NewChan[int](1); c.Close(); c.TrySend(1) },
+			"SendCase":          func() { c := NewChan[int](1); c.Close(); TrySelect(SendCase(c, 1)) },
+		} {
+			msg := mustPanic(t, f)
+			if !strings.HasPrefix(msg, "scheduler") {
+				t.Errorf("%s: %s: %q", where, name, msg)
+			}
+		}
+	}
+	check("goroutine")
+	vt, _ := s.Go(func(context.Context) error { check("vthread"); return nil })
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitGroup.Go with a nil function panics at the call, as Scheduler.Go
+// does, instead of starting a virtual thread that panics.
+func TestWaitGroupGoNil(t *testing.T) {
+	s := newTest(t, Options{Carriers: 1})
+	var wg WaitGroup
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil function") {
+			t.Fatalf("WaitGroup.Go(s, nil) recovered %v, want a nil-function panic", r)
+		}
+		wg.Wait() // the counter was left as it was
+	}()
+	wg.Go(s, nil)
+}
+
+// TestNilVThreadPanicsClearly: Unpark, Join, Wait, Done and the accessors on a nil *VThread (as
+// from Current outside a virtual thread) panic with a message that names
+// the method and where nil handles come from, not a nil dereference.
+func TestNilVThreadPanicsClearly(t *testing.T) {
+	var vt *VThread = Current() // a plain goroutine: nil
+	for name, call := range map[string]func(){
+		"Unpark":    func() { vt.Unpark() },
+		"Join":      func() { _ = vt.Join() },
+		"Wait":      func() { _ = vt.Wait(context.Background()) },
+		"Done":      func() { <-vt.Done() },
+		"ID":        func() { _ = vt.ID() },
+		"Name":      func() { _ = vt.Name() },
+		"Context":   func() { _ = vt.Context() },
+		"Scheduler": func() { _ = vt.Scheduler() },
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, "VThread."+name+" on a nil *VThread") || !strings.Contains(msg, "Current returns nil") {
+					t.Errorf("%s on nil: panicked with %q", name, msg)
+				}
+			}()
+			call()
+		}()
+	}
+	if got := vt.String(); got != "vthread <nil>" {
+		t.Errorf("String of a nil *VThread = %q", got)
+	}
+}
+
+// A negative Carriers is a mistake New reports; it silently meant
+// GOMAXPROCS, as 0 does.
+func TestNegativeCarriers(t *testing.T) {
+	s, err := New(Options{Carriers: -2})
+	if err == nil {
+		s.Close()
+		t.Fatal("New(Carriers: -2) succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "Carriers is -2") {
+		t.Errorf("New(Carriers: -2): %v, want an error that names the value", err)
 	}
 }

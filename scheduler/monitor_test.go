@@ -161,8 +161,7 @@ func TestOwedWakeSurvivesRequeue(t *testing.T) {
 // A pinned Yield keeps its carrier, so what the yielding virtual thread
 // queued there cannot run on it: the carrier pays the wake-up it owes for
 // it, as a pinned park does, so that an idle carrier takes it at once
-// rather than a monitor tick or two later (an audit found it left to the
-// monitor).
+// rather than a monitor tick or two later.
 func TestPinnedYieldPaysOwedWake(t *testing.T) {
 	s := newTest(t, Options{Carriers: 2, MaxCompensation: -1})
 	for round := range 20 {

@@ -191,7 +191,7 @@ func TestJoinNestedChildParks(t *testing.T) {
 func TestJoinNestedGoexit(t *testing.T) {
 	s := newTest(t, Options{Carriers: 1})
 	if !s.nest {
-		t.Skip("the portable backend runs nothing nested: TestProofGoexit covers Goexit there")
+		t.Skip("the portable backend runs nothing nested: TestGoexit covers Goexit there")
 	}
 	var deferred, childDeferred, returned atomic.Bool
 	var child atomic.Pointer[VThread]

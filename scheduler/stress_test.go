@@ -1,7 +1,7 @@
 package scheduler
 
 // Stress tests of the scheduler's synchronisation under concurrency, from
-// virtual threads and goroutines together (written for a review).
+// virtual threads and goroutines together.
 
 import (
 	"context"

@@ -278,10 +278,10 @@ func TestMutexTryLockAndMisuse(t *testing.T) {
 // lock and unlock it in a loop. The first holds it 3 ms a round until a
 // waiter that waited longer than the threshold has lost a race and
 // switched it to handoff mode, then goes on with 500 short rounds while
-// the others keep contending. The Mutex used to stay in handoff mode
-// until its queue emptied, which under steady contention is never: 1,996
-// of the 1,997 acquisitions after the switch were hand-offs, a park and
-// an unpark each. Now a few are.
+// the others keep contending. The Mutex leaves handoff mode before its
+// queue empties, which under steady contention is never: only a few of
+// the acquisitions after the switch are hand-offs, a park and an unpark
+// each.
 func TestMutexLeavesHandoff(t *testing.T) {
 	s := newSched(t, Options{Carriers: 2})
 	var m Mutex
@@ -807,7 +807,7 @@ func TestSemaphoreCancel(t *testing.T) {
 
 // A grant that races with the waiter's context ending: Acquire returns
 // ctx.Err() and gives the tokens back, waking the waiter behind it, as
-// golang.org/x/sync/semaphore does. It used to keep them and return nil.
+// golang.org/x/sync/semaphore does; it does not keep them and return nil.
 //
 // Deterministic mode forces the race: a context cancelled by a virtual
 // thread is seen by the waits on it at the carrier's next scheduling

@@ -12,13 +12,13 @@ import (
 // read the calling thread's affinity: called from a virtual thread whose
 // carrier is bound to one CPU (or from any goroutine on a thread bound so),
 // it refused every other CPU, saying the process could not use it.
-func TestAuditPinNewCPUsFromBoundCarrier(t *testing.T) {
+func TestPinNewCPUsFromBoundCarrier(t *testing.T) {
 	_, cpus := allowedCPUs(t)
 	if len(cpus) < 2 {
 		t.Skip("the process may run on one CPU only")
 	}
 	lock := true
-	s1 := proofSched(t, Options{Carriers: 1, MaxCompensation: -1, CPUs: []int{cpus[0]}, LockOSThread: &lock})
+	s1 := boundedSched(t, Options{Carriers: 1, MaxCompensation: -1, CPUs: []int{cpus[0]}, LockOSThread: &lock})
 	var s2 *Scheduler
 	vt := goOrFatal(t, s1, func(ctx context.Context) error {
 		var err error

@@ -18,10 +18,9 @@ import (
 // rest going: the bound is high enough that it is never reached), and every
 // one must end: a lost wake-up of a pinned park leaves a thread, and its
 // carrier, blocked for good. Afterwards nothing is counted blocked and the
-// compensation carriers retire. (Passes: written by an audit of pinned
-// parks, which found them sound.)
-func TestAuditPinWaitsRace(t *testing.T) {
-	s := proofSched(t, Options{Carriers: 2, MaxCompensation: 64})
+// compensation carriers retire.
+func TestPinWaitsRace(t *testing.T) {
+	s := boundedSched(t, Options{Carriers: 2, MaxCompensation: 64})
 	var helpers sync.WaitGroup
 	defer helpers.Wait()
 	ch := NewChan[int](0)

@@ -56,12 +56,12 @@ func threadsBoundOtherwise(t *testing.T, want unix.CPUSet) []string {
 	return bad
 }
 
-// TestProofCPUAffinity: with CPUs and locked carriers, a virtual thread
+// TestCPUAffinity: with CPUs and locked carriers, a virtual thread
 // runs on a thread bound to its carrier's CPU, before and after parking;
 // and once the scheduler has shut down, no thread of the process is left
 // bound to it (a carrier's thread goes back to the runtime's pool when
 // the carrier exits, unless it is ended).
-func TestProofCPUAffinity(t *testing.T) {
+func TestCPUAffinity(t *testing.T) {
 	orig, cpus := allowedCPUs(t)
 	cpu := cpus[0] // CPU 0 where the process may use it
 	lock := true
@@ -110,11 +110,11 @@ func TestProofCPUAffinity(t *testing.T) {
 	}
 }
 
-// TestProofCPUAffinityMany: several carriers bound to the process's CPUs
+// TestCPUAffinityMany: several carriers bound to the process's CPUs
 // in turn (stack-copying backend: the portable one cannot move a virtual
 // thread between locked carriers); every virtual thread runs on a thread
 // bound to exactly one of them.
-func TestProofCPUAffinityMany(t *testing.T) {
+func TestCPUAffinityMany(t *testing.T) {
 	if isPortable() {
 		t.Skip("portable backend: continuations cannot move between locked carriers")
 	}
@@ -153,11 +153,11 @@ func TestProofCPUAffinityMany(t *testing.T) {
 	}
 }
 
-// TestProofCPUAffinityCompensation: a compensation carrier, started while
+// TestCPUAffinityCompensation: a compensation carrier, started while
 // the one carrier is blocked by a thread parked pinned, runs on the
 // scheduler's CPUs only (Options.CPUs), not on all of the process's; and
 // the mutated Options.CPUs slice of the caller does not reach it.
-func TestProofCPUAffinityCompensation(t *testing.T) {
+func TestCPUAffinityCompensation(t *testing.T) {
 	if isPortable() {
 		t.Skip("portable backend: carriers locked to their threads (which CPUs needs) allow no compensation carrier")
 	}
@@ -168,7 +168,7 @@ func TestProofCPUAffinityCompensation(t *testing.T) {
 	cpu := cpus[0]
 	lock := true
 	opts := Options{Carriers: 1, MaxCompensation: 1, CPUs: []int{cpu}, LockOSThread: &lock}
-	s := proofSched(t, opts)
+	s := boundedSched(t, opts)
 	opts.CPUs[0] = cpus[1] // the scheduler's CPUs are those New was given
 	pinned := goOrFatal(t, s, func(ctx context.Context) error {
 		pinning.Do(Park) // blocks the carrier: a compensation carrier starts
