@@ -172,15 +172,16 @@ func (c *carrier) loop() {
 			c.owed.Store(0) // this carrier takes what it queued
 		}
 		// next's first choice, the thread in runnext (a hand-off's
-		// partner, a joined spawn), taken without next's call: as next
-		// takes it, unless this pick is next's fair one. rn is never a
-		// thread's ID in deterministic mode or on a compensation
-		// carrier (pushOwn queues elsewhere there), so neither needs
-		// a test here.
+		// partner, a joined spawn), taken without next's call unless
+		// this pick is next's fair one. rn is never a thread's ID in
+		// deterministic mode or on a compensation carrier (pushOwn
+		// queues elsewhere there), so neither needs a test here.
 		var vt *VThread
-		if r := c.rn.Load(); isID(r) && c.picks < fairPicks-1 && c.rn.CompareAndSwap(r, rnNone) {
-			c.picks++
-			vt = c.takeRunnext()
+		if c.picks < fairPicks-1 {
+			vt = c.takeRunnextIf(c.rn.Load())
+		}
+		if vt != nil {
+			c.picks++ // as next counts its picks
 		} else {
 			vt = c.next()
 		}

@@ -150,8 +150,8 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 // claim nothing writes the node but its waiter, which never writes w or
 // index (a kept node's index is -1 from the start), and the wake-up reads
 // only the waiter's virtual thread or channel, which never change.
-// sendWait and recvWait, on the path of every hand-off, have it written
-// out.
+// sendWait and recvWait, on the path of every hand-off, have copies of
+// it, of claimed and of unparkClaimed (TestParkCopiesMatch).
 func (n *chanNode[T]) fire() bool {
 	if n.w.state.CompareAndSwap(waiting, woken) {
 		n.w.claimed(n.index)
@@ -367,8 +367,10 @@ func (c *Chan[T]) sendWait(v T) {
 		c.mu.Unlock()
 		panic(errSendClosed)
 	}
-	// sendLocked's hand-off to a waiting receiver, by hand: the call is
-	// on the completing side of every hand-off from a Send.
+	// sendLocked's hand-off to a waiting receiver, without its calls: it
+	// is on the completing side of every hand-off from a Send. The claim
+	// and wake-up must match chanNode.fire, waiter.claimed and
+	// VThread.unparkClaimed (TestParkCopiesMatch).
 	for r := c.recvq.head; r != nil; r = c.recvq.head {
 		c.recvq.popHead(r)
 		r.val, r.ok = v, true
@@ -377,7 +379,7 @@ func (c *Chan[T]) sendWait(v T) {
 				w.index = r.index
 			}
 			if vt := w.vt; vt != nil {
-				// vt.unparkClaimed(), written out
+				// vt.unparkClaimed()
 				if vt.state.CompareAndSwap(vtParked, vtQueued) {
 					vt.enqueue(nil)
 				} else {
@@ -412,14 +414,12 @@ func (c *Chan[T]) sendWait(v T) {
 	if n.own.vt == nil {
 		<-n.own.ch // a plain goroutine: only a wake sends
 	} else {
-		// await's w.parkUntilWoken, by hand, as in recvWait: two
-		// frames less under the park than through await, which
-		// freezes and thaws every frame under it (a ping-pong over
-		// two Chans: docs/benchmarks.md). Only a wake ends this wait,
-		// and only n is live across the yield (its waiter is n.own:
-		// newWaitNode): one pointer for the capture to publish and the
-		// thaw to restore, where c, the waiter and its virtual thread
-		// were three more.
+		// Must match waiter.parkUntilWoken's loop with w as n.own
+		// (TestParkCopiesMatch): a copy, so that no frame of await's
+		// or parkUntilWoken's is frozen and thawed under the park.
+		// Only a wake ends this wait, and only n is live across the
+		// yield (its waiter is n.own: newWaitNode): one pointer for the
+		// capture to publish and the thaw to restore.
 		for n.own.state.Load() == waiting {
 			vt := n.own.vt
 			if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
@@ -549,8 +549,10 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 	if c.count > 0 {
 		return c.recvBuffered()
 	}
-	// recvLocked's hand-off from a waiting sender, by hand: the call
-	// is on the completing side of every hand-off to a Recv.
+	// recvLocked's hand-off from a waiting sender, without its calls: it
+	// is on the completing side of every hand-off to a Recv. The claim
+	// and wake-up must match chanNode.fire, waiter.claimed and
+	// VThread.unparkClaimed (TestParkCopiesMatch).
 	for s := c.sendq.head; s != nil; s = c.sendq.head {
 		c.sendq.popHead(s)
 		sv := s.val
@@ -560,7 +562,7 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 				w.index = s.index
 			}
 			if vt := w.vt; vt != nil {
-				// vt.unparkClaimed(), written out
+				// vt.unparkClaimed()
 				if vt.state.CompareAndSwap(vtParked, vtQueued) {
 					vt.enqueue(nil)
 				} else {
@@ -594,7 +596,8 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 	if n.own.vt == nil {
 		<-n.own.ch // a plain goroutine: only a wake sends
 	} else {
-		// await's w.parkUntilWoken, by hand, as in sendWait.
+		// Must match waiter.parkUntilWoken's loop with w as n.own
+		// (TestParkCopiesMatch), as in sendWait.
 		for n.own.state.Load() == waiting {
 			vt := n.own.vt
 			if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)

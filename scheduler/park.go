@@ -29,8 +29,8 @@ func Park() {
 	if vt == nil {
 		parkOutside()
 	}
-	// vt.park, by hand: one frame less to freeze with every virtual
-	// thread parked here.
+	// Must match VThread.park (TestParkCopiesMatch): a copy, so that
+	// every virtual thread parked here freezes one frame less.
 	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 		return
 	}
@@ -108,13 +108,13 @@ func (vt *VThread) unparkOn(c *carrier) {
 // compare-and-swaps, so that either vt's load sees the permit or a swap
 // sees vt parked or pinned. (Sleep, which keeps an Unpark that wakes it
 // for the next Park, waits on no waiter: Unpark sets its permit always.)
-// sendWait and recvWait have it written out.
+// sendWait and recvWait have copies of it (TestParkCopiesMatch).
 func (vt *VThread) unparkClaimed() {
 	if vt.state.CompareAndSwap(vtParked, vtQueued) {
 		vt.enqueue(nil)
-		return
+	} else {
+		vt.unparkOn(nil)
 	}
-	vt.unparkOn(nil)
 }
 
 // Yield lets other runnable virtual threads run before the caller goes on.
@@ -149,8 +149,8 @@ func Yield() {
 // reports whether it was woken (not timed out): the park loop, with
 // VThread.park written out so that the loop's frame is the only one
 // between its caller and the yield (the frames under a park are frozen
-// with it). chan.go's sendWait and recvWait have the whole loop written
-// out, so that nothing is between them and the yield.
+// with it). sendWait and recvWait (chan.go) have copies of the loop, so
+// that nothing is between them and the yield (TestParkCopiesMatch).
 //
 // Only w is live across the yield (w.vt is read again after it): each
 // live pointer is published by the capture and restored by the thaw.
@@ -170,8 +170,8 @@ func (w *waiter) parkUntilWoken() bool {
 		if _, perr := weft.Yield(vthreadScope); perr != nil {
 			parkPinned(perr)
 		}
-		if p := &w.vt.permit; p.Load() {
-			p.CompareAndSwap(true, false)
+		if w.vt.permit.Load() {
+			w.vt.permit.CompareAndSwap(true, false)
 		}
 	}
 	return w.state.Load() == woken

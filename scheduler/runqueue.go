@@ -22,14 +22,9 @@ func (vt *VThread) enqueue(c *carrier) {
 		vt.s.readyGlobal(vt) // readyOn without a carrier
 		return
 	}
-	// pushOwn's usual case, into an empty runnext, written out (its
-	// comment says why the store comes before the load of nidle).
+	// pushOwn's usual case, an empty runnext, without pushOwn's call.
 	if c.runnextOK && c.rn.Load() == rnNone {
-		c.runnext = vt
-		c.rn.Store(vt.id)
-		if c.s.nidle.Load() != 0 {
-			c.oweWake()
-		}
+		c.putRunnext(vt)
 		return
 	}
 	c.pushOwn(vt)
@@ -43,11 +38,8 @@ func (vt *VThread) enqueue(c *carrier) {
 // and the monitor pays it if c has not taken work within a tick. A
 // virtual thread queued behind another wakes an idle carrier at once.
 //
-// With nothing queued, vt goes into runnext without the lock: rn stays
-// rnNone until c's store of vt's ID. That store comes before the load of
-// nidle, and a carrier going idle raises nidle before it looks at every
-// rn: either the look sees vt or the push sees the carrier idle.
-// enqueue has that case written out.
+// With nothing queued, vt goes into runnext without the lock
+// (putRunnext).
 func (c *carrier) pushOwn(vt *VThread) {
 	s := c.s
 	if !c.runnextOK {
@@ -68,13 +60,21 @@ func (c *carrier) pushOwn(vt *VThread) {
 		}
 		c.mu.Unlock() // a thief took what there was
 	}
+	c.putRunnext(vt)
+}
+
+// putRunnext puts vt in c's runnext, which is empty (rn is rnNone), on c's
+// goroutine, without the lock. The store of vt's ID comes before the load
+// of nidle, and a carrier going idle raises nidle before it looks at
+// every rn: either the look sees vt or this sees the carrier idle. With
+// no carrier idle, one that goes idle later looks at every queue before
+// it sleeps.
+func (c *carrier) putRunnext(vt *VThread) {
 	c.runnext = vt
 	c.rn.Store(vt.id)
-	if s.nidle.Load() != 0 {
+	if c.s.nidle.Load() != 0 {
 		c.oweWake()
 	}
-	// Else no carrier is idle: a carrier that goes idle looks at every
-	// queue before it sleeps.
 }
 
 // oweWake records that c owes a wake-up for the thread it has just put
@@ -196,12 +196,11 @@ func (c *carrier) unqueue(vt *VThread) bool {
 const maxUnqueueScan = 16
 
 // pop takes the newest virtual thread of c's queue; called on c's
-// goroutine. next has it written out: a thread in runnext (the partner
-// of a hand-off, a spawn that is joined) is then taken without a call.
+// goroutine.
 func (c *carrier) pop() *VThread {
 	r := c.rn.Load()
-	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
-		return c.takeRunnext()
+	if vt := c.takeRunnextIf(r); vt != nil {
+		return vt
 	}
 	return c.popQueue(r)
 }
@@ -209,6 +208,17 @@ func (c *carrier) pop() *VThread {
 // isID reports whether r, a value of rn, is a thread's ID: not rnNone,
 // rnQueue or rnTaking.
 func isID(r uint64) bool { return r-1 < rnTaking-1 }
+
+// takeRunnextIf takes the thread in runnext if r, a value of rn that c's
+// goroutine loaded, is its ID and no thief has taken it since; else it
+// returns nil. It is how c's goroutine takes runnext without the lock:
+// pop, next and loop call it.
+func (c *carrier) takeRunnextIf(r uint64) *VThread {
+	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+		return c.takeRunnext()
+	}
+	return nil
+}
 
 // takeRunnext returns the thread in runnext, which c's goroutine has just
 // taken by moving rn from its ID to rnNone, and clears runnext.
@@ -298,10 +308,10 @@ func (c *carrier) next() *VThread {
 		}
 		c.demote()
 	}
-	// pop, written out.
+	// pop, without its call: takeRunnextIf inlines.
 	r := c.rn.Load()
-	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
-		return c.takeRunnext()
+	if vt := c.takeRunnextIf(r); vt != nil {
+		return vt
 	}
 	if vt := c.popQueue(r); vt != nil {
 		return vt
