@@ -11,24 +11,22 @@ import (
 	"github.com/weftrt/weft/internal/netpoll"
 )
 
-// A carrier is a goroutine that runs virtual threads, one at a time. It
-// keeps a local run queue: it pushes and pops at the tail (the virtual
-// threads it made runnable last run first, which keeps a spawning tree
-// depth first and a woken partner hot), and other carriers steal from the
-// head. (A Join that takes a thread from the middle, unqueue, moves the
-// tail into its place, so the order is mostly, not strictly, that.)
+// A carrier is a goroutine that runs virtual threads, one at a time.
 //
-// A virtual thread that the carrier queues when nothing else is queued on
-// it goes into runnext instead, a slot it fills and empties without the
-// lock, as the Go runtime's Ps have: a spawn that is joined, or the
-// partner woken by a hand-off, goes in and out of it without the lock.
-// The slot holds a thread only while the queue is empty (the carrier
-// moves that thread to the queue, under the lock, before it queues
-// another), so it is the whole queue, and the order is the queue's. Its
-// state, rn, says what is queued, and is the one thing read without the
-// lock; the thread's ID in it says which thread runnext holds, so that
-// taking it is one compare-and-swap of a word, without the runtime call
-// and write barrier of an atomic pointer's.
+// It pushes and pops at the tail of its local queue: what it made
+// runnable last runs first, which keeps a spawn tree depth first and a
+// woken partner hot. Other carriers steal from the head. A Join that
+// takes a thread from the middle (unqueue) moves the tail into its place,
+// so the order is mostly, not strictly, that.
+//
+// runnext is a slot for the one thread queued when nothing else is: a
+// spawn that is joined, or the partner woken by a hand-off. The carrier
+// fills and empties it without the lock, as the Go runtime's Ps do. It
+// holds a thread only while queue is empty: the carrier moves that thread
+// to queue, under the lock, before it queues another. So the slot is the
+// whole queue, and the order is the queue's. queued holds the slot's
+// thread's ID: taking it is one compare-and-swap of a word, without the
+// runtime call and write barrier of an atomic pointer.
 type carrier struct {
 	s    *Scheduler
 	id   int
@@ -42,22 +40,24 @@ type carrier struct {
 	mu    sync.Mutex
 	queue []*VThread
 	head  int
-	// rn says what is queued on c: rnNone, nothing; rnQueue, something in
-	// queue, and nothing in runnext; another value, the thread of that ID
-	// in runnext, and nothing in queue; rnTaking, runnext's thread being
-	// taken by a thief, which holds mu. Only c's goroutine moves it from
-	// rnNone (only c queues on c); it moves to rnQueue and from it only
-	// under mu; and from an ID to rnNone by c's goroutine (taking the
-	// thread, without mu) or to rnTaking by a thief (under mu), by a
-	// compare-and-swap, which the ID makes safe (IDs are never reused),
-	// or to rnQueue by c's goroutine under mu (moveRunnext). Under mu it
-	// is never rnTaking, and says what queue holds.
-	rn atomic.Uint64
-	// runnext is the thread whose ID rn holds, nil otherwise. Whoever
-	// moves rn from that ID owns it, to read and clear: c's goroutine,
-	// which alone writes it otherwise (in rnNone, before it stores the
+	// queued says what is queued on c, and is the one thing read without
+	// mu:
+	//   - queuedNone: nothing;
+	//   - queuedInQueue: something in queue, nothing in runnext;
+	//   - a thread's ID: that thread in runnext, nothing in queue;
+	//   - queuedTaking: a thief, which holds mu, takes runnext's thread.
+	// Only c's goroutine moves it from queuedNone (only c queues on c). It
+	// moves to and from queuedInQueue only under mu. It moves from an ID
+	// by a compare-and-swap, which the ID makes safe (IDs are never
+	// reused): to queuedNone by c's goroutine without mu, to queuedTaking
+	// by a thief under mu, or to queuedInQueue by c's goroutine under mu
+	// (moveRunnext). Under mu it is never queuedTaking.
+	queued atomic.Uint64
+	// runnext is the thread whose ID queued holds, nil otherwise. Whoever
+	// moves queued from that ID owns it, to read and clear: c's goroutine,
+	// which alone writes it otherwise (in queuedNone, before it stores the
 	// ID; under mu when it moves the thread to queue), or a thief until
-	// it stores rnNone.
+	// it stores queuedNone.
 	runnext *VThread
 
 	wake chan struct{}
@@ -173,12 +173,12 @@ func (c *carrier) loop() {
 		}
 		// next's first choice, the thread in runnext (a hand-off's
 		// partner, a joined spawn), taken without next's call unless
-		// this pick is next's fair one. rn is never a thread's ID in
+		// this pick is next's fair one. queued is never a thread's ID in
 		// deterministic mode or on a compensation carrier (pushOwn
 		// queues elsewhere there), so neither needs a test here.
 		var vt *VThread
 		if c.picks < fairPicks-1 {
-			vt = c.takeRunnextIf(c.rn.Load())
+			vt = c.takeRunnextIf(c.queued.Load())
 		}
 		if vt != nil {
 			c.picks++ // as next counts its picks
@@ -277,14 +277,14 @@ func (c *carrier) run(vt *VThread) {
 // global queue before the carriers' could miss it in both.
 func (c *carrier) sleep() {
 	s := c.s
-	if h := sleepHooks.beforeIdle.Load(); h != nil {
+	if h := testHooks.sleepBeforeIdle.Load(); h != nil {
 		(*h)(c)
 	}
 	s.mu.Lock()
 	s.idle = append(s.idle, c)
 	s.nidle.Add(1)
 	s.mu.Unlock()
-	if h := sleepHooks.beforeLook.Load(); h != nil {
+	if h := testHooks.sleepBeforeLook.Load(); h != nil {
 		(*h)(c)
 	}
 	// A compensation carrier also looks at whether it is one too many
@@ -305,13 +305,6 @@ func (c *carrier) sleep() {
 		// A wakeOne took it off the list and sends to c.wake: take that.
 	}
 	<-c.wake
-}
-
-// sleepHooks are called, if set, by sleep before it registers the carrier
-// as idle and before it looks at the queues: tests hold a carrier there to
-// make an interleaving happen. Only tests set them.
-var sleepHooks struct {
-	beforeIdle, beforeLook atomic.Pointer[func(*carrier)]
 }
 
 func (c *carrier) hasWork() bool {
@@ -343,13 +336,13 @@ func (c *carrier) hasWork() bool {
 		}
 	}
 	for _, o := range c.s.carriers {
-		// rn under the lock: it then says what queue holds, and a
+		// queued under the lock: it then says what queue holds, and a
 		// thread that moves from runnext to queue (moveRunnext) or
 		// from queue to the global queue (demote) moves under it.
 		o.mu.Lock()
-		r := o.rn.Load()
+		r := o.queued.Load()
 		o.mu.Unlock()
-		if r != rnNone {
+		if r != queuedNone {
 			return true
 		}
 	}

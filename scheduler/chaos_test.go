@@ -1,7 +1,7 @@
 package scheduler
 
 // Stress tests of the carrier loop and Park/Unpark under chaos: the
-// carriers' idle path is delayed at random (sleepHooks), wake-ups come
+// carriers' idle path is delayed at random (testHooks), wake-ups come
 // from everywhere at once, and a watchdog dumps every goroutine if
 // progress stops.
 
@@ -63,11 +63,11 @@ func chaosHooks(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	sleepHooks.beforeIdle.Store(&f)
-	sleepHooks.beforeLook.Store(&f)
+	testHooks.sleepBeforeIdle.Store(&f)
+	testHooks.sleepBeforeLook.Store(&f)
 	t.Cleanup(func() {
-		sleepHooks.beforeIdle.Store(nil)
-		sleepHooks.beforeLook.Store(nil)
+		testHooks.sleepBeforeIdle.Store(nil)
+		testHooks.sleepBeforeLook.Store(nil)
 	})
 }
 
@@ -123,7 +123,7 @@ func TestChaosParkUnparkTokens(t *testing.T) {
 				s.mu.Unlock()
 				for _, c := range s.carriers {
 					c.mu.Lock()
-					b = fmt.Appendf(b, "carrier %d queue=%d rn=%#x owed=%d\n", c.id, len(c.queue)-c.head, c.rn.Load(), c.owed.Load())
+					b = fmt.Appendf(b, "carrier %d queue=%d queued=%#x owed=%d\n", c.id, len(c.queue)-c.head, c.queued.Load(), c.owed.Load())
 					c.mu.Unlock()
 				}
 				return string(b)

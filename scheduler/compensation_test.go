@@ -177,8 +177,8 @@ func TestCompensationRetiresAfterRaceWithIdle(t *testing.T) {
 		default:
 		}
 	}
-	sleepHooks.beforeIdle.Store(&hook)
-	t.Cleanup(func() { sleepHooks.beforeIdle.Store(nil) })
+	testHooks.sleepBeforeIdle.Store(&hook)
+	t.Cleanup(func() { testHooks.sleepBeforeIdle.Store(nil) })
 
 	p := goOrFatal(t, s, func(ctx context.Context) error {
 		pinning.Do(func() { Park() }) // blocks C0: a compensation carrier starts

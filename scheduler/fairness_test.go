@@ -131,7 +131,7 @@ func TestFairOwnQueue(t *testing.T) {
 // sleeping carrier looked at the global queue (empty) before the
 // carriers' queues (B gone) and slept, and nothing woke it: B ran only
 // when Z gave up. With X joining Z, Z runs nested in X. (The
-// interleaving is forced with sleepHooks.)
+// interleaving is forced with testHooks.)
 func TestFairDemoteSeenBySleeper(t *testing.T) {
 	for _, join := range []bool{false, true} {
 		if waited, stranded := demoteWhileSleeping(t, join); stranded {
@@ -147,8 +147,8 @@ func demoteWhileSleeping(t *testing.T, join bool) (waited time.Duration, strande
 	}
 	defer func() {
 		s.Close()
-		sleepHooks.beforeIdle.Store(nil)
-		sleepHooks.beforeLook.Store(nil)
+		testHooks.sleepBeforeIdle.Store(nil)
+		testHooks.sleepBeforeLook.Store(nil)
 	}()
 	waitUntil(t, "both carriers to sleep", func() bool { return s.nidle.Load() == 2 })
 	var other atomic.Pointer[carrier]
@@ -167,8 +167,8 @@ func demoteWhileSleeping(t *testing.T, join bool) (waited time.Duration, strande
 			<-zStarted // held here, as a preempted carrier would be
 		}
 	}
-	sleepHooks.beforeIdle.Store(&beforeIdle)
-	sleepHooks.beforeLook.Store(&beforeLook)
+	testHooks.sleepBeforeIdle.Store(&beforeIdle)
+	testHooks.sleepBeforeLook.Store(&beforeLook)
 	bRan, done := make(chan struct{}), make(chan struct{})
 	m := goOrFatal(t, s, func(ctx context.Context) error {
 		c1 := Current().carrier

@@ -284,8 +284,8 @@ func TestLabelsOfCompensationCarrier(t *testing.T) {
 			}
 		}
 	}
-	sleepHooks.beforeIdle.Store(&hook)
-	defer sleepHooks.beforeIdle.Store(nil)
+	testHooks.sleepBeforeIdle.Store(&hook)
+	defer testHooks.sleepBeforeIdle.Store(nil)
 	pinned := goOrFatal(t, s, func(ctx context.Context) error {
 		pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("req", "pinned")))
 		pinning.Do(Park) // blocks the carrier: a compensation carrier starts

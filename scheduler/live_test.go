@@ -335,8 +335,8 @@ func TestLiveAfterJoin(t *testing.T) {
 		default:
 		}
 	}
-	finishHook.Store(&hook)
-	defer finishHook.Store(nil)
+	testHooks.finish.Store(&hook)
+	defer testHooks.finish.Store(nil)
 	for _, how := range []string{"Join", "Wait", "Done"} {
 		vt, err := s.Go(func(ctx context.Context) error { Sleep(time.Millisecond); return nil })
 		if err != nil {

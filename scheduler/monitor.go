@@ -49,9 +49,9 @@ func (s *Scheduler) monitor() {
 		}
 		quiet = 0
 		// Park, unless a carrier began to owe meanwhile: it stores owed
-		// before it loads monParked, and this stores monParked before it
+		// before it loads monitorParked, and this stores monitorParked before it
 		// loads owed, so one of the two sees the other.
-		s.monParked.Store(true)
+		s.monitorParked.Store(true)
 		for _, c := range s.carriers {
 			if c.owed.Load() != 0 {
 				owed = true
@@ -60,12 +60,12 @@ func (s *Scheduler) monitor() {
 		}
 		if !owed {
 			select {
-			case <-s.monKick:
+			case <-s.monitorKick:
 			case <-s.allDone:
-				s.monParked.Store(false)
+				s.monitorParked.Store(false)
 				return
 			}
 		}
-		s.monParked.Store(false)
+		s.monitorParked.Store(false)
 	}
 }

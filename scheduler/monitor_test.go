@@ -94,7 +94,7 @@ func TestOwedWakeWhenTheCarrierBlocks(t *testing.T) {
 // wake-up.
 func TestMonitorParksAndWakes(t *testing.T) {
 	s := newTest(t, Options{Carriers: 2})
-	waitUntil(t, "the monitor to park", s.monParked.Load)
+	waitUntil(t, "the monitor to park", s.monitorParked.Load)
 	var started atomic.Bool
 	vt := goOrFatal(t, s, func(ctx context.Context) error {
 		time.Sleep(time.Millisecond)

@@ -6,6 +6,13 @@ import (
 	"github.com/weftrt/weft"
 )
 
+// The park/unpark protocol. A virtual thread has a permit and a state.
+// A park takes the permit if it is there, or yields with actPark; the
+// carrier then stores vtParked and loads the permit. An unpark stores the
+// permit, then swaps the state from vtParked to vtQueued. Either the
+// carrier's load sees the permit or the unpark's swap sees vtParked. The
+// carrier swaps too, so exactly one of them queues the thread.
+
 // Park parks the calling virtual thread until Unpark is called for it,
 // with java.util.concurrent.locks.LockSupport semantics: a permit that
 // Unpark makes available and Park consumes, so an Unpark before the Park
@@ -50,6 +57,7 @@ func parkOutside() {
 	panic("scheduler.Park: not called from a virtual thread")
 }
 
+// park is Park for vt, the calling virtual thread.
 func (vt *VThread) park() {
 	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 		return
@@ -95,20 +103,14 @@ func (vt *VThread) unparkOn(c *carrier) {
 }
 
 // unparkClaimed wakes vt for a waiter of its that the caller has just
-// claimed (moved from waiting to woken or timedOut). If vt is parked, it
-// makes it runnable without its permit: vt waits in a loop that ends on
-// the waiter's state (sendWait, recvWait, parkUntilWoken), which the
-// claim has changed, so it needs the wake-up and not the permit, whose
-// one use there would be to be cleared after the park (the package's
-// waits use up an Unpark that comes during them). Only the
-// compare-and-swap from parked tells that vt is parked: if it fails, vt
-// runs and may be about to park (run stores vtParked, then loads the
-// permit), or is blocked pinned (parkPinned stores vtPinned, then loads
-// the permit), and the wake-up is Unpark's: the permit's store, then the
-// compare-and-swaps, so that either vt's load sees the permit or a swap
-// sees vt parked or pinned. (Sleep, which keeps an Unpark that wakes it
-// for the next Park, waits on no waiter: Unpark sets its permit always.)
-// sendWait and recvWait have copies of it (TestParkCopiesMatch).
+// claimed (moved from waiting to woken or timedOut). vt waits in a loop
+// that ends on the waiter's state (parkUntilWoken and its copies), so it
+// needs the wake-up and not the permit. If vt is parked, the swap to
+// vtQueued makes it runnable without the permit. Otherwise vt runs, and
+// may be about to park, or is blocked pinned: the wake-up is then
+// Unpark's, permit first. (Sleep waits on no waiter: its wakers set the
+// permit only while it runs.) sendWait and recvWait have copies of it
+// (TestParkCopiesMatch).
 func (vt *VThread) unparkClaimed() {
 	if vt.state.CompareAndSwap(vtParked, vtQueued) {
 		vt.enqueue(nil)
@@ -146,18 +148,18 @@ func Yield() {
 }
 
 // parkUntilWoken parks w's virtual thread until w's wait ends, and
-// reports whether it was woken (not timed out): the park loop, with
-// VThread.park written out so that the loop's frame is the only one
-// between its caller and the yield (the frames under a park are frozen
-// with it). sendWait and recvWait (chan.go) have copies of the loop, so
-// that nothing is between them and the yield (TestParkCopiesMatch).
+// reports whether it was woken (not timed out). It is the park loop, with
+// VThread.park written out: the loop's frame is the only one between its
+// caller and the yield, as every frame under a park is frozen with it.
+// sendWait and recvWait (chan.go) have copies of the loop, so that
+// nothing is between them and the yield (TestParkCopiesMatch).
 //
-// Only w is live across the yield (w.vt is read again after it): each
-// live pointer is published by the capture and restored by the thaw.
-// After the park it clears the permit, using up an Unpark that came
-// during the wait, with a load first: its own wake-up, unparkClaimed,
-// sets no permit when the thread is parked, so it is usually clear, and
-// a load costs less than a compare-and-swap that fails.
+// Only w is live across the yield (w.vt is read again after it): the
+// capture publishes and the thaw restores each live pointer. After the
+// park it clears the permit, using up an Unpark that came during the
+// wait. It loads the permit first: unparkClaimed sets none for a parked
+// thread, so the permit is usually clear, and a load is cheaper than a
+// compare-and-swap that fails.
 func (w *waiter) parkUntilWoken() bool {
 	for w.state.Load() == waiting {
 		vt := w.vt

@@ -23,7 +23,7 @@ func (vt *VThread) enqueue(c *carrier) {
 		return
 	}
 	// pushOwn's usual case, an empty runnext, without pushOwn's call.
-	if c.runnextOK && c.rn.Load() == rnNone {
+	if c.runnextOK && c.queued.Load() == queuedNone {
 		c.putRunnext(vt)
 		return
 	}
@@ -47,10 +47,10 @@ func (c *carrier) pushOwn(vt *VThread) {
 		s.wakeOne()
 		return
 	}
-	if c.rn.Load() != rnNone {
+	if c.queued.Load() != queuedNone {
 		c.mu.Lock()
-		if r := c.rn.Load(); r != rnNone {
-			if r != rnQueue {
+		if r := c.queued.Load(); r != queuedNone {
+			if r != queuedInQueue {
 				c.moveRunnext()
 			}
 			c.queue = append(c.queue, vt)
@@ -63,15 +63,15 @@ func (c *carrier) pushOwn(vt *VThread) {
 	c.putRunnext(vt)
 }
 
-// putRunnext puts vt in c's runnext, which is empty (rn is rnNone), on c's
+// putRunnext puts vt in c's runnext, which is empty (queued is queuedNone), on c's
 // goroutine, without the lock. The store of vt's ID comes before the load
 // of nidle, and a carrier going idle raises nidle before it looks at
-// every rn: either the look sees vt or this sees the carrier idle. With
+// every queued: either the look sees vt or this sees the carrier idle. With
 // no carrier idle, one that goes idle later looks at every queue before
 // it sleeps.
 func (c *carrier) putRunnext(vt *VThread) {
 	c.runnext = vt
-	c.rn.Store(vt.id)
+	c.queued.Store(vt.id)
 	if c.s.nidle.Load() != 0 {
 		c.oweWake()
 	}
@@ -85,9 +85,9 @@ func (c *carrier) oweWake() {
 	s := c.s
 	if c.owed.Load() == 0 {
 		c.owed.Store(s.tick.Load())
-		if s.monParked.Load() {
+		if s.monitorParked.Load() {
 			select {
-			case s.monKick <- struct{}{}:
+			case s.monitorKick <- struct{}{}:
 			default:
 			}
 		}
@@ -104,7 +104,7 @@ func (c *carrier) payOwed() {
 // push queues vt on c, behind what is queued there, waking nobody; called
 // on c's goroutine, as pushOwn (its one caller outside tests, and only in
 // deterministic mode or on a compensation carrier, which return before
-// the lock): moveRunnext moves runnext with a plain store of rn, which
+// the lock): moveRunnext moves runnext with a plain store of queued, which
 // only c's goroutine may do while pop and unqueue take it without the
 // lock.
 func (c *carrier) push(vt *VThread) {
@@ -122,32 +122,32 @@ func (c *carrier) push(vt *VThread) {
 		return
 	}
 	c.mu.Lock()
-	if r := c.rn.Load(); r != rnQueue && r != rnNone {
+	if r := c.queued.Load(); r != queuedInQueue && r != queuedNone {
 		c.moveRunnext()
 	}
 	c.queue = append(c.queue, vt)
-	c.rn.Store(rnQueue)
+	c.queued.Store(queuedInQueue)
 	c.mu.Unlock()
 }
 
 // moveRunnext moves the thread in runnext to the end of queue, which is
-// empty; c.mu is held, by c's goroutine, and rn holds the thread's ID
+// empty; c.mu is held, by c's goroutine, and queued holds the thread's ID
 // (only c takes it without the lock, and c is here). A look under the
 // lock (hasWork, a thief) sees it in one place or the other.
 func (c *carrier) moveRunnext() {
 	c.queue = append(c.queue, c.runnext)
 	c.runnext = nil
-	c.rn.Store(rnQueue)
+	c.queued.Store(queuedInQueue)
 }
 
 // unqueue takes vt off c's queue if it is among the last few queued there,
 // and reports whether it did: vt is then the caller's to run. Called on
 // c's goroutine.
 func (c *carrier) unqueue(vt *VThread) bool {
-	if r := c.rn.Load(); r != rnQueue {
+	if r := c.queued.Load(); r != queuedInQueue {
 		// Nothing in queue: vt is queued on c only in runnext. If a
 		// thief has taken it since the load, the swap fails.
-		if r != vt.id || !c.rn.CompareAndSwap(r, rnNone) {
+		if r != vt.id || !c.queued.CompareAndSwap(r, queuedNone) {
 			return false
 		}
 		c.runnext = nil
@@ -160,15 +160,13 @@ func (c *carrier) unqueue(vt *VThread) bool {
 	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
 		if c.queue[i] == vt {
 			last := len(c.queue) - 1
-			// The newest moves into vt's place. A parent that joins its
-			// children in the order it started them takes the oldest of
-			// them first; shifting the newer ones down cost a pointer
-			// write each, with the collector's write barrier while it
-			// marks (skynet: 4% of its CPU time on 16 CPUs). The order
-			// of the rest changes: thieves, which take the head, now
-			// take the newest first (the one its parent joins last),
-			// and the carrier's own pop and demote, which take the
-			// tail, the one that was next to it.
+			// The newest moves into vt's place, not the newer ones
+			// down: a parent joins its children oldest first, and each
+			// shifted pointer is a write with the collector's barrier.
+			// So thieves, which take the head, take the newest first
+			// (the one its parent joins last), and the carrier's pop
+			// and demote, which take the tail, take the one that was
+			// next to vt.
 			if i < last {
 				c.queue[i] = c.queue[last]
 			}
@@ -176,7 +174,7 @@ func (c *carrier) unqueue(vt *VThread) bool {
 			c.queue = c.queue[:last]
 			c.compact()
 			if len(c.queue) == c.head {
-				c.rn.Store(rnNone)
+				c.queued.Store(queuedNone)
 				if c.owed.Load() != 0 {
 					// Nothing queued is left to wake a carrier for.
 					c.owed.Store(0)
@@ -198,42 +196,42 @@ const maxUnqueueScan = 16
 // pop takes the newest virtual thread of c's queue; called on c's
 // goroutine.
 func (c *carrier) pop() *VThread {
-	r := c.rn.Load()
+	r := c.queued.Load()
 	if vt := c.takeRunnextIf(r); vt != nil {
 		return vt
 	}
 	return c.popQueue(r)
 }
 
-// isID reports whether r, a value of rn, is a thread's ID: not rnNone,
-// rnQueue or rnTaking.
-func isID(r uint64) bool { return r-1 < rnTaking-1 }
+// isID reports whether r, a value of queued, is a thread's ID: not queuedNone,
+// queuedInQueue or queuedTaking.
+func isID(r uint64) bool { return r-1 < queuedTaking-1 }
 
-// takeRunnextIf takes the thread in runnext if r, a value of rn that c's
+// takeRunnextIf takes the thread in runnext if r, a value of queued that c's
 // goroutine loaded, is its ID and no thief has taken it since; else it
 // returns nil. It is how c's goroutine takes runnext without the lock:
 // pop, next and loop call it.
 func (c *carrier) takeRunnextIf(r uint64) *VThread {
-	if isID(r) && c.rn.CompareAndSwap(r, rnNone) {
+	if isID(r) && c.queued.CompareAndSwap(r, queuedNone) {
 		return c.takeRunnext()
 	}
 	return nil
 }
 
 // takeRunnext returns the thread in runnext, which c's goroutine has just
-// taken by moving rn from its ID to rnNone, and clears runnext.
+// taken by moving queued from its ID to queuedNone, and clears runnext.
 func (c *carrier) takeRunnext() *VThread {
 	vt := c.runnext
 	c.runnext = nil
 	return vt
 }
 
-// popQueue is the rest of pop, given rn as pop loaded it: nothing if it
-// was rnNone (only c queues on c), else the newest of queue, under the
+// popQueue is the rest of pop, given queued as pop loaded it: nothing if it
+// was queuedNone (only c queues on c), else the newest of queue, under the
 // lock; a thread's ID there means that a thief took it or is taking it
 // (the lock waits for it).
 func (c *carrier) popQueue(r uint64) *VThread {
-	if r == rnNone {
+	if r == queuedNone {
 		return nil
 	}
 	c.mu.Lock()
@@ -247,18 +245,18 @@ func (c *carrier) popQueue(r uint64) *VThread {
 	c.queue = c.queue[:last]
 	c.compact()
 	if len(c.queue) == c.head {
-		c.rn.Store(rnNone)
+		c.queued.Store(queuedNone)
 	}
 	c.mu.Unlock()
 	return vt
 }
 
-// rn's values other than the ID of the thread in runnext; IDs start at 1
-// and never come near the others.
+// The values of carrier.queued other than the ID of the thread in
+// runnext. IDs start at 1 and never come near the others.
 const (
-	rnNone   = 0
-	rnQueue  = ^uint64(0)
-	rnTaking = ^uint64(0) - 1
+	queuedNone    = 0
+	queuedInQueue = ^uint64(0)
+	queuedTaking  = ^uint64(0) - 1
 )
 
 func (c *carrier) compact() {
@@ -309,7 +307,7 @@ func (c *carrier) next() *VThread {
 		c.demote()
 	}
 	// pop, without its call: takeRunnextIf inlines.
-	r := c.rn.Load()
+	r := c.queued.Load()
 	if vt := c.takeRunnextIf(r); vt != nil {
 		return vt
 	}
@@ -360,24 +358,24 @@ func (c *carrier) steal() *VThread {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		switch r := c.rn.Load(); r {
-		case rnNone:
+		switch r := c.queued.Load(); r {
+		case queuedNone:
 			return nil
-		case rnQueue:
+		case queuedInQueue:
 			vt := c.queue[c.head]
 			c.queue[c.head] = nil
 			c.head++
 			c.compact()
 			if len(c.queue) == c.head {
-				c.rn.Store(rnNone)
+				c.queued.Store(queuedNone)
 			}
 			return vt
 		default:
 			// An ID. c may take it meanwhile, and queue another.
-			if c.rn.CompareAndSwap(r, rnTaking) {
+			if c.queued.CompareAndSwap(r, queuedTaking) {
 				vt := c.runnext
 				c.runnext = nil
-				c.rn.Store(rnNone)
+				c.queued.Store(queuedNone)
 				return vt
 			}
 		}
@@ -419,16 +417,15 @@ func (s *Scheduler) readyGlobal(vt *VThread) {
 	s.wakeOne()
 }
 
-// readyBack queues a virtual thread that yielded behind everything else.
+// readyBack queues a virtual thread that yielded behind everything else:
+// readyGlobal, but in deterministic mode it wakes nobody (the one carrier
+// is the yielder's, and runs on).
 func (s *Scheduler) readyBack(vt *VThread) {
 	if d := s.det; d != nil {
 		d.push(vt)
 		return
 	}
-	s.mu.Lock()
-	s.appendGlobal(vt)
-	s.mu.Unlock()
-	s.wakeOne()
+	s.readyGlobal(vt)
 }
 
 // appendGlobal queues vt on the global queue; s.mu is held.

@@ -86,23 +86,23 @@ func TestRunQueueModel(t *testing.T) {
 }
 
 // checkRunQueue checks c's run queue, runnext included, against model, and
-// that rn says what it holds.
+// that queued says what it holds.
 func checkRunQueue(t *testing.T, step int, c *carrier, model []*VThread) {
 	t.Helper()
-	switch r := c.rn.Load(); {
-	case r == rnNone:
+	switch r := c.queued.Load(); {
+	case r == queuedNone:
 		if c.runnext != nil || len(c.queue) != c.head {
-			t.Fatalf("step %d: rn says nothing is queued; runnext %v, queue %v", step, c.runnext, c.queue[c.head:])
+			t.Fatalf("step %d: queued says nothing is queued; runnext %v, queue %v", step, c.runnext, c.queue[c.head:])
 		}
-	case r == rnQueue:
+	case r == queuedInQueue:
 		if c.runnext != nil || len(c.queue) == c.head {
-			t.Fatalf("step %d: rn says the queue holds threads; runnext %v, queue %v", step, c.runnext, c.queue[c.head:])
+			t.Fatalf("step %d: queued says the queue holds threads; runnext %v, queue %v", step, c.runnext, c.queue[c.head:])
 		}
-	case r == rnTaking:
-		t.Fatalf("step %d: rn is rnTaking with no thief", step)
+	case r == queuedTaking:
+		t.Fatalf("step %d: queued is queuedTaking with no thief", step)
 	default:
 		if c.runnext == nil || c.runnext.id != r || len(c.queue) != c.head {
-			t.Fatalf("step %d: rn says runnext holds thread %d alone; runnext %v, queue %v", step, r, c.runnext, c.queue[c.head:])
+			t.Fatalf("step %d: queued says runnext holds thread %d alone; runnext %v, queue %v", step, r, c.runnext, c.queue[c.head:])
 		}
 		if len(model) != 1 || model[0] != c.runnext {
 			t.Fatalf("step %d: runnext holds %v, want the queue %v", step, c.runnext, model)
@@ -115,8 +115,8 @@ func checkRunQueue(t *testing.T, step int, c *carrier, model []*VThread) {
 // TestRunNextThieves has a carrier's goroutine queue threads, run them
 // (pop) and take them back (unqueue), as spawns and hand-offs do, while
 // thieves steal from it, runnext included: every thread is taken exactly
-// once, none is lost, and rn and runnext agree at the end. Under -race it
-// also checks that runnext, a plain field, is only touched by whoever rn
+// once, none is lost, and queued and runnext agree at the end. Under -race it
+// also checks that runnext, a plain field, is only touched by whoever queued
 // says owns it.
 func TestRunNextThieves(t *testing.T) {
 	n := 200_000
@@ -349,7 +349,7 @@ func TestRunNextSeenByCarrierGoingIdle(t *testing.T) {
 	}
 	defer func() {
 		s.Close()
-		sleepHooks.beforeIdle.Store(nil)
+		testHooks.sleepBeforeIdle.Store(nil)
 	}()
 	waitUntil(t, "both carriers to sleep", func() bool { return s.nidle.Load() == 2 })
 	var other atomic.Pointer[carrier]
@@ -361,7 +361,7 @@ func TestRunNextSeenByCarrierGoingIdle(t *testing.T) {
 			<-pushed
 		}
 	}
-	sleepHooks.beforeIdle.Store(&beforeIdle)
+	testHooks.sleepBeforeIdle.Store(&beforeIdle)
 	var stranded atomic.Bool
 	m := goOrFatal(t, s, func(ctx context.Context) error {
 		c1 := Current().carrier
@@ -383,8 +383,8 @@ func TestRunNextSeenByCarrierGoingIdle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if r := c1.rn.Load(); r != x.id {
-			return fmt.Errorf("rn = %#x after the spawn, want the new thread's ID %d", r, x.id)
+		if r := c1.queued.Load(); r != x.id {
+			return fmt.Errorf("queued = %#x after the spawn, want the new thread's ID %d", r, x.id)
 		}
 		close(pushed)
 		select { // blocks the carrier
@@ -476,7 +476,7 @@ func TestRunNextForeignPushFromAbandonedDefer(t *testing.T) {
 		var b []byte
 		for _, c := range s.carriers {
 			c.mu.Lock()
-			b = fmt.Appendf(b, "carrier %d queue=%d rn=%#x runnext=%v\n", c.id, len(c.queue)-c.head, c.rn.Load(), c.runnext)
+			b = fmt.Appendf(b, "carrier %d queue=%d queued=%#x runnext=%v\n", c.id, len(c.queue)-c.head, c.queued.Load(), c.runnext)
 			c.mu.Unlock()
 		}
 		stranded := 0
@@ -489,12 +489,12 @@ func TestRunNextForeignPushFromAbandonedDefer(t *testing.T) {
 	}
 }
 
-// TestRunNextContended is TestRunNextThieves with thieves that spin on rn
+// TestRunNextContended is TestRunNextThieves with thieves that spin on queued
 // and steal only while something is queued, and an owner that dawdles
 // between its push and its take, so that most takes race a thief: the
-// pop/unqueue compare-and-swap against the thief's rnTaking, moveRunnext
+// pop/unqueue compare-and-swap against the thief's queuedTaking, moveRunnext
 // against a thief waiting for the lock, and pushOwn's fast path right after
-// a thief's store of rnNone. Every thread is taken exactly once.
+// a thief's store of queuedNone. Every thread is taken exactly once.
 func TestRunNextContended(t *testing.T) {
 	n := 100_000
 	if testing.Short() {
@@ -517,8 +517,8 @@ func TestRunNextContended(t *testing.T) {
 					default:
 					}
 				}
-				r := c.rn.Load()
-				if r == rnNone {
+				r := c.queued.Load()
+				if r == queuedNone {
 					if i%16 == 0 {
 						runtime.Gosched() // one CPU: let the owner on
 					}
@@ -526,7 +526,7 @@ func TestRunNextContended(t *testing.T) {
 				}
 				if vt := c.steal(); vt != nil {
 					stolen.Add(1)
-					if r != rnQueue {
+					if r != queuedInQueue {
 						stolenSlot.Add(1)
 					}
 					p.take(vt)

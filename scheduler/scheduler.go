@@ -69,10 +69,10 @@ type Options struct {
 	// they were first run under (docs/limitations.md).
 	//
 	// Waking a locked carrier that sleeps hands a P to its thread, which
-	// costs tens of microseconds where an unlocked carrier wakes as any
-	// goroutine does: a scheduler whose virtual threads are mostly started
-	// or woken by plain goroutines runs faster unlocked (false), unless it
-	// binds carriers to CPUs (docs/benchmarks.md has the numbers).
+	// is slower than waking an unlocked one, a goroutine like any other.
+	// A scheduler whose virtual threads are mostly started or woken by
+	// plain goroutines runs faster unlocked (false), unless it binds
+	// carriers to CPUs (docs/benchmarks.md has the numbers).
 	LockOSThread *bool
 	// Deterministic runs one carrier that picks the next runnable virtual
 	// thread with a random generator seeded by Seed, and gives Sleep and
@@ -161,9 +161,9 @@ type Scheduler struct {
 	wg      sync.WaitGroup // carriers and the monitor
 
 	// The monitor (monitor.go) pays the wake-ups that carriers owe.
-	tick      atomic.Uint64 // the monitor's tick count, from 1
-	monParked atomic.Bool   // the monitor waits for monKick
-	monKick   chan struct{} // buffered 1
+	tick          atomic.Uint64 // the monitor's tick count, from 1
+	monitorParked atomic.Bool   // the monitor waits for monitorKick
+	monitorKick   chan struct{} // buffered 1
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64
@@ -196,7 +196,7 @@ func New(opts Options) (*Scheduler, error) {
 	if parent == nil {
 		parent = context.Background()
 	}
-	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64), monKick: make(chan struct{}, 1)}
+	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64), monitorKick: make(chan struct{}, 1)}
 	s.tick.Store(1)
 	s.labels = profLabel()
 	s.ctx, s.cancel = context.WithCancel(parent)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"runtime"
-	"sync/atomic"
 
 	"github.com/weftrt/weft"
 )
@@ -50,8 +49,8 @@ func (s *Scheduler) start(name string, g *Group, fn func(ctx context.Context) er
 // timer calls it so, while it is still looking for work, and that carrier
 // runs the new thread. A timer already due when the last thread ends
 // while closing fires at that carrier's next look, after the scheduler
-// has drained: its f is dropped then, as a timer still pending is (the
-// thread used to start, and was left parked for good if it parked, the
+// has drained: its f is dropped then, as a timer still pending is (a
+// thread started then would be left parked for good if it parked, the
 // carrier having seen the scheduler drained). The check and the count are
 // one step under the detState's lock, with which checkDrained counts and
 // closes allDone in deterministic mode.
@@ -285,14 +284,10 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		}
 		w = next
 	}
-	if h := finishHook.Load(); h != nil {
+	if h := testHooks.finish.Load(); h != nil {
 		(*h)(vt)
 	}
 }
-
-// finishHook, if set (by tests), is called at the end of finish: a test
-// holds the carrier there to look at what the joiners it woke see.
-var finishHook atomic.Pointer[func(*VThread)]
 
 // keep adds cont, the record of a virtual thread that ended on c, to c's
 // free records, which have room for it. If the slot past their end

@@ -41,15 +41,15 @@ type VThread struct {
 	// rare holds what most virtual threads never need, made by the first
 	// that does: GoNamed before it publishes vt, the rest under joinMu.
 	// Every parked virtual thread has a VThread, so it stays small.
-	rare atomic.Pointer[vtRare]
+	rare atomic.Pointer[vthreadRare]
 	// node is the node of the last blocking Send or Recv without a
 	// timeout or context, a *keptNode[T], which the next one of the same
 	// T reuses (chan.go).
 	node unsafe.Pointer
 }
 
-// vtRare is the part of a VThread that most never need.
-type vtRare struct {
+// vthreadRare is the part of a VThread that most never need.
+type vthreadRare struct {
 	name string
 	// done is made on demand (Done, or Join from a goroutine) and closed
 	// by finish, which sets ended. joinq, linked through next, are the
@@ -64,10 +64,10 @@ type vtRare struct {
 
 // rareLocked returns vt's rare part, made if need be; called with joinMu
 // held, or before vt is published.
-func (vt *VThread) rareLocked() *vtRare {
+func (vt *VThread) rareLocked() *vthreadRare {
 	r := vt.rare.Load()
 	if r == nil {
-		r = new(vtRare)
+		r = new(vthreadRare)
 		vt.rare.Store(r)
 	}
 	return r
