@@ -30,16 +30,8 @@ import (
 // spuriously before the signal arrives; a stale node's payload is never
 // read. The winner of a select also records which case won, in the
 // waiter's index, after the claim and still under its channel's lock: the
-// select reads it only after locking all its channels again.
-//
-// A select locks all its channels, in the order of their ids (each
-// channel's lock once), so two selects over the same channels cannot
-// deadlock. It looks for a ready case, in a random order; if none is
-// ready it queues its nodes, unlocks, and waits. When woken (or timed
-// out) it locks its channels again and removes its remaining nodes. A
-// single Send or Recv takes only its channel's lock, and a completing
-// party takes only the lock of the channel it operates on (waking a
-// waiter takes no channel lock), so lock order is never violated.
+// select reads it only after locking all its channels again. Select and
+// its lock order are in select.go.
 
 // chanIDs numbers channels, for the select's lock order.
 var chanIDs atomic.Uint64

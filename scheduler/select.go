@@ -6,6 +6,15 @@ import (
 	"time"
 )
 
+// A select locks all its channels, in the order of their ids (each
+// channel's lock once), so two selects over the same channels cannot
+// deadlock. It looks for a ready case, in a random order; if none is
+// ready it queues its nodes, unlocks, and waits. When woken (or timed
+// out) it locks its channels again and removes its remaining nodes. A
+// single Send or Recv takes only its channel's lock, and a completing
+// party takes only the lock of the channel it operates on (waking a
+// waiter takes no channel lock), so lock order is never violated.
+
 // chanLocker is the part of a channel the select needs whatever its
 // element type.
 type chanLocker interface {
