@@ -30,10 +30,10 @@ func (s *Scheduler) Live() int {
 const liveTries = 8
 
 // liveSnapshot is liveCount with the ended counts read again after the
-// started ones: if none moved (each only grows, so equal sums mean equal
-// counts), no virtual thread ended while the started counts were read,
-// during which the count only grew, one start at a time, and the result
-// is one it had. It reports whether none moved.
+// started ones. It reports whether none moved. Each count only grows, so
+// equal sums mean equal counts. If none moved, no thread ended while the
+// started counts were read. The count then only grew, one start at a
+// time, and the result is one it had.
 func (s *Scheduler) liveSnapshot() (n int64, stable bool) {
 	e := s.endedSum()
 	n = s.startedSum() - e
@@ -63,9 +63,9 @@ type liveShard struct {
 }
 
 // shard returns where a virtual thread started or ended by code running
-// on c (nil: not on a carrier of s) is counted: c's shard, written only
-// by what c runs, or, for a compensation carrier, which may exit with its
-// counts, the shared one.
+// on c is counted (c nil: not on a carrier of s). It is c's shard, written
+// only by what c runs. A compensation carrier may exit with its counts,
+// so it uses the shared one.
 func (s *Scheduler) shard(c *carrier) *liveShard {
 	if c == nil || c.temp {
 		return &s.outside
@@ -74,14 +74,13 @@ func (s *Scheduler) shard(c *carrier) *liveShard {
 }
 
 // liveCount adds up the shards. It reads every ended count before any
-// started count: a virtual thread's start comes before its end, so one
-// counted ended is counted started too, and the sum is never less than
-// the number of virtual threads live throughout the reads (it may be
-// more: threads that start and end while it reads are counted). Once
-// closing is set it is 0 only when none is live: a start after that
-// either sees closing, and counts itself out, or is counted here (it
-// counts itself in before it loads closing, and the caller had stored
-// closing, or seen it set, before it called this).
+// started count. A thread's start comes before its end, so a thread
+// counted ended is counted started too. So the sum is never less than the
+// number of threads live throughout the reads. It may be more: threads
+// that start and end while it reads are counted. Once closing is set, it
+// is 0 only when none is live. A start after that either sees closing and
+// counts itself out, or is counted here: it counts itself in before it
+// loads closing, and the caller stored or saw closing before this call.
 func (s *Scheduler) liveCount() int64 {
 	e := s.endedSum()
 	return s.startedSum() - e

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// wakeTimer is a Sleep timer's wake-up (or SleepContext's context
-// watch's, with fired nil: isDone tells): it sets fired and makes vt
-// runnable without its permit if vt is parked; otherwise (vt runs, and
-// may be about to park) through the permit, as Unpark. The permit then
+// wakeTimer is a Sleep timer's wake-up, or, with fired nil, SleepContext's
+// context watch's (isDone tells). It sets fired. If vt is parked, it makes
+// vt runnable without the permit. Otherwise vt runs, and may be about to
+// park: it wakes vt through the permit, as Unpark does. So the permit
 // stands for other Unparks only, which the sleep keeps for the next Park.
 func (vt *VThread) wakeTimer(fired *atomic.Bool) {
 	if fired != nil {
@@ -49,9 +49,9 @@ func Sleep(d time.Duration) {
 	vt.sleepUntil(d, nil)
 }
 
-// sleepUntil parks vt until its timer for d has fired or done (a
-// context's Done channel, nil for none) is closed; whoever closes done
-// must wake vt with wakeTimer. Sleep and SleepContext share it.
+// sleepUntil parks vt until its timer for d has fired or done is closed.
+// done is a context's Done channel, nil for none; whoever closes it must
+// wake vt with wakeTimer. Sleep and SleepContext share it.
 func (vt *VThread) sleepUntil(d time.Duration, done <-chan struct{}) {
 	var fired atomic.Bool
 	t := vt.s.afterFunc(d, func() { vt.wakeTimer(&fired) })
