@@ -25,9 +25,9 @@ func (s *Scheduler) surplusTemp() bool {
 	return int(s.blocked.Load()) < s.temp
 }
 
-// wakeSurplusTemp wakes an idle compensation carrier, if more run than
-// carriers are blocked pinned, so that it looks again and retires: one
-// that went idle while the blocks lasted would otherwise sleep on.
+// wakeSurplusTemp wakes an idle compensation carrier if more run than
+// carriers are blocked pinned. The woken carrier looks again and retires;
+// one that went idle while the blocks lasted would otherwise sleep on.
 func (s *Scheduler) wakeSurplusTemp() {
 	s.mu.Lock() // a pinned park's slow path
 	var w *carrier
@@ -48,9 +48,10 @@ func (s *Scheduler) wakeSurplusTemp() {
 }
 
 // retireTemp reports whether a compensation carrier that looks for work
-// (after running a thread, or finding none) should exit, because fewer
-// carriers are blocked pinned than compensation carriers run, and if so
-// counts it out, in one step so that two cannot both leave.
+// should exit: fewer carriers are blocked pinned than compensation
+// carriers run. If so, it counts the carrier out in the same step, so that
+// two cannot both leave. A carrier looks after running a thread, or on
+// finding none.
 func (s *Scheduler) retireTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -140,19 +140,17 @@ func (vt *VThread) Wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// maxNested is how many virtual threads runNested runs one inside the other
-// on a carrier: each holds its frames and its joiner's on the carrier's
-// stack, where a deep chain of joins would otherwise grow it without
-// bound (parked, each joiner would take a few hundred bytes of heap).
+// maxNested is how many virtual threads runNested runs one inside the
+// other on a carrier. Each holds its frames and its joiner's on the
+// carrier's stack, which a deep chain of joins would grow without bound.
 const maxNested = 64
 
-// runNested runs vt, which the calling virtual thread cur is about to join,
-// here, inside cur's continuation, if vt is waiting in the queue of cur's
-// carrier among the last queued there, and so would have run on it soon:
-// this saves parking cur and thawing it again once vt has finished, as
-// fork/join pools run a task's queued subtask in its join. vt runs until
-// it finishes or parks (then cur parks for it as usual). It reports
-// whether it ran vt.
+// runNested runs vt, which the calling virtual thread cur is about to
+// join, inside cur's continuation, and reports whether it did. It does so
+// if vt waits among the last queued on cur's carrier, and so would run
+// there soon. This saves parking cur and thawing it once vt has finished,
+// as fork/join pools run a queued subtask in its join. vt runs until it
+// finishes or parks; then cur parks for it as usual.
 //
 // vt runs on cur's goroutine, above cur's frames, as a continuation
 // nested in cur's: a runtime.Goexit in vt, which ends the goroutine,
