@@ -17,9 +17,9 @@ type Stopper interface {
 var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Now returns the scheduler's current time: the wall clock, or in
-// deterministic mode the virtual clock, which starts at 2000-01-01 UTC
-// and has no monotonic reading. A deterministic Now is for the
-// scheduler's own waits and for a simulation's records: as a deadline
+// deterministic mode the virtual clock. The virtual clock starts at
+// 2000-01-01 UTC and has no monotonic reading. A deterministic Now is for
+// the scheduler's own waits and for a simulation's records. As a deadline
 // for package time, context or vnet, which use the wall clock, it lies in
 // the past.
 func (s *Scheduler) Now() time.Time {
@@ -32,23 +32,26 @@ func (s *Scheduler) Now() time.Time {
 	return time.Now()
 }
 
-// AfterFunc calls f after d by the scheduler's clock, in a goroutine of
-// its own as time.AfterFunc does, or in deterministic mode (where the
-// clock is virtual) in a virtual thread of its own, started when the timer
-// fires, so that what f does (a select's choice, a park) is part of the
-// seeded interleaving: f may block there too, and a panic in f ends the
-// program as in real mode. That thread is one of the scheduler's: it runs
-// during a Shutdown or Close that has begun, which wait for it like any
-// other (where real mode's goroutine would be left running). Shutdown does
-// not wait for a timer that has not fired: a real one fires later; a
-// deterministic one still pending when the last virtual thread ends
-// during the Shutdown never fires, as virtual time stops there (nor does
-// one already due then: f would start after Shutdown saw the scheduler
-// drained, nor one armed after that, whose Stop reports true, as for any
-// timer that has not fired). In deterministic mode f, being one of the
-// scheduler's virtual threads, cannot call s.Close or s.Shutdown, which
-// would wait for it (they panic, and so end the program); a timer meant
-// to shut the scheduler down starts a goroutine that does (go s.Close()).
+// AfterFunc calls f after d by the scheduler's clock.
+//
+// Outside deterministic mode it is time.AfterFunc: f runs in a goroutine
+// of its own. In deterministic mode, where the clock is virtual, f runs in
+// a virtual thread of its own, started when the timer fires. What f does
+// (a select's choice, a park) is then part of the seeded interleaving. f
+// may block there too, and a panic in f ends the program as in real mode.
+//
+// That thread is one of the scheduler's. It runs during a Shutdown or
+// Close that has begun, and they wait for it like any other; real mode's
+// goroutine would be left running. Shutdown does not wait for a timer
+// that has not fired. A real one fires later. A deterministic one never
+// fires if it is still pending, or already due, when the last virtual
+// thread ends during the Shutdown: virtual time stops there, and f would
+// start after Shutdown saw the scheduler drained. Nor does one armed
+// after that; its Stop reports true, as for any timer that has not fired.
+//
+// In deterministic mode f cannot call s.Close or s.Shutdown, which would
+// wait for it: they panic, and so end the program. A timer meant to shut
+// the scheduler down starts a goroutine that does (go s.Close()).
 // AfterFunc panics at once if f is nil, where time.AfterFunc's goroutine
 // would when the timer fired.
 func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
@@ -72,6 +75,8 @@ func (s *Scheduler) AfterFunc(d time.Duration, f func()) Stopper {
 	})
 }
 
+// afterFunc calls f after d by the scheduler's clock: on time.AfterFunc's
+// goroutine, or, in deterministic mode, on the carrier.
 func (s *Scheduler) afterFunc(d time.Duration, f func()) Stopper {
 	if s.det != nil {
 		t := s.det.afterFunc(d, f)
