@@ -968,3 +968,52 @@ func TestDeterministicClockMonotonic(t *testing.T) {
 		t.Fatalf("the virtual clock went back: %v, then %v", before.Sub(epoch), after.Sub(epoch))
 	}
 }
+
+func TestDeterministicSleep(t *testing.T) {
+	s := newTest(t, Options{Deterministic: true, Seed: 1})
+	var order []int
+	// Started from one root virtual thread, so that the virtual clock
+	// cannot move on between two of the Go calls.
+	root, _ := s.Go(func(ctx context.Context) error {
+		var vts []*VThread
+		for i := 3; i >= 1; i-- {
+			vt, _ := s.Go(func(ctx context.Context) error {
+				Sleep(time.Duration(i) * time.Hour)
+				order = append(order, i)
+				return nil
+			})
+			vts = append(vts, vt)
+		}
+		for _, vt := range vts {
+			vt.Join()
+		}
+		return nil
+	})
+	root.Join()
+	if len(order) != 3 || order[0] != 1 || order[1] != 2 || order[2] != 3 {
+		t.Fatalf("woke in order %v", order)
+	}
+}
+
+// A timer armed from a plain goroutine on an idle deterministic scheduler
+// fires: the virtual clock jumps to it, as it does for virtual threads'
+// timers, instead of the carrier sleeping on with a timer pending.
+func TestDeterministicTimerFromGoroutine(t *testing.T) {
+	s := newTest(t, Options{Deterministic: true, Seed: 1})
+	vt, _ := s.Go(func(ctx context.Context) error { return nil })
+	vt.Join()
+	for i := range 20 {
+		time.Sleep(time.Millisecond) // let the carrier go to sleep
+		start := s.Now()
+		fired := make(chan time.Time, 1)
+		s.AfterFunc(time.Hour, func() { fired <- s.Now() })
+		select {
+		case at := <-fired:
+			if got := at.Sub(start); got != time.Hour {
+				t.Fatalf("round %d: fired after %v of virtual time, want 1h", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a timer armed from a goroutine never fired", i)
+		}
+	}
+}

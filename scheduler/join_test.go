@@ -111,3 +111,110 @@ func doneWithin(vt *VThread, d time.Duration) bool {
 }
 
 func nop(context.Context) error { return nil }
+
+func TestGoJoin(t *testing.T) {
+	s := newTest(t, Options{})
+	want := errors.New("boom")
+	vt, err := s.Go(func(ctx context.Context) error {
+		if Current() == nil {
+			return errors.New("Current() is nil inside a virtual thread")
+		}
+		return want
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vt.Join(); got != want {
+		t.Fatalf("Join = %v, want %v", got, want)
+	}
+}
+
+// Done and Join from goroutines race with the end of virtual threads that
+// do nothing: the channel made on demand is closed exactly once, whichever
+// comes first.
+func TestDoneRacesEnd(t *testing.T) {
+	s := newTest(t, Options{})
+	for i := range 20000 {
+		vt, err := s.Go(func(ctx context.Context) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			<-vt.Done()
+		} else if err := vt.Join(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Many parties join one virtual thread at once: virtual threads (the
+// first is the joiner slot, the rest queue), Wait with a context, and
+// goroutines; each sees its error once it has finished, and joining a
+// finished one returns at once.
+func TestManyJoiners(t *testing.T) {
+	for _, carriers := range []int{1, 2} {
+		s := newTest(t, Options{Carriers: carriers})
+		want := errors.New("target")
+		for round := range 50 {
+			release := make(chan struct{})
+			target, err := s.Go(func(ctx context.Context) error {
+				for {
+					select {
+					case <-release:
+						return want
+					default:
+						Yield()
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got atomic.Int32
+			var joiners []*VThread
+			for k := range 6 {
+				j, err := s.Go(func(ctx context.Context) error {
+					var err error
+					if k%2 == 0 {
+						err = target.Join()
+					} else {
+						err = target.Wait(ctx)
+					}
+					if err != want {
+						return err
+					}
+					got.Add(1)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				joiners = append(joiners, j)
+			}
+			done := make(chan error, 2)
+			for range 2 {
+				go func() { done <- target.Join() }()
+			}
+			if round%2 == 0 {
+				Sleep(time.Duration(round) * time.Microsecond)
+			}
+			close(release)
+			for range 2 {
+				if err := <-done; err != want {
+					t.Fatalf("goroutine Join: %v", err)
+				}
+			}
+			for _, j := range joiners {
+				if err := j.Join(); err != nil {
+					t.Fatalf("joiner: %v", err)
+				}
+			}
+			if got.Load() != 6 {
+				t.Fatalf("%d of 6 joiners saw the end", got.Load())
+			}
+			if err := target.Join(); err != want {
+				t.Fatalf("Join after the end: %v", err)
+			}
+		}
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
 )
 
@@ -95,5 +97,51 @@ func TestPinWaitsRace(t *testing.T) {
 	})
 	if len(criticalPins(s)) == 0 {
 		t.Errorf("no pinned wait counted: the test did not test what it means to")
+	}
+}
+
+// A virtual thread that locks its thread and parks blocks its carrier
+// instead of moving to another (pinned, counted under LockedThread); once
+// unlocked, it parks as usual.
+func TestParkLockedThread(t *testing.T) {
+	if _, ok := rt.LockCount(); !ok {
+		t.Skip("the thread's LockOSThread count cannot be read here (runtime layout not mirrored), so LockedThread is not detected")
+	}
+	s := newTest(t, Options{Carriers: 1})
+	vt, err := s.Go(func(ctx context.Context) error {
+		runtime.LockOSThread()
+		Park() // pinned: blocks the carrier until Unpark
+		runtime.UnlockOSThread()
+		Park() // suspends
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for vt.state.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("state %d, want %d", vt.state.Load(), want)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	waitState(vtPinned)
+	vt.Unpark()
+	waitState(vtParked)
+	vt.Unpark()
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, p := range s.Pins() {
+		if p.Reason == pinning.LockedThread {
+			n += p.Count
+		}
+	}
+	if n != 1 {
+		t.Fatalf("Pins() = %v, want one LockedThread", s.Pins())
 	}
 }

@@ -1220,3 +1220,69 @@ func TestShutdownFromOwnVThread(t *testing.T) {
 		}
 	}
 }
+
+// newTest returns a scheduler made with opts, shut down when the test
+// ends.
+func newTest(t *testing.T, opts Options) *Scheduler {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+// Locked carriers and the portable backend: a portable continuation must be
+// resumed under the thread locking it was first run under, so New refuses
+// locked carriers that virtual threads could move between.
+func TestLockedCarriersNeedStackCopying(t *testing.T) {
+	lock := true
+	s, err := New(Options{Carriers: 2, LockOSThread: &lock})
+	if weft.ActiveBackend() == weft.StackCopying {
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		s.Close()
+		return
+	}
+	if err == nil {
+		s.Close()
+		t.Fatal("New accepted locked carriers on the portable backend")
+	}
+}
+
+func skynet(s *Scheduler, num, size, div int) int {
+	if size == 1 {
+		return num
+	}
+	var sum atomic.Int64
+	children := make([]*VThread, div)
+	for i := range div {
+		sub := num + i*(size/div)
+		children[i], _ = s.Go(func(ctx context.Context) error {
+			sum.Add(int64(skynet(s, sub, size/div, div)))
+			return nil
+		})
+	}
+	for _, c := range children {
+		c.Join()
+	}
+	return int(sum.Load())
+}
+
+func TestSkynetSmall(t *testing.T) {
+	s := newTest(t, Options{})
+	var got int
+	vt, _ := s.Go(func(ctx context.Context) error { got = skynet(s, 0, 10000, 10); return nil })
+	vt.Join()
+	if want := 10000 * 9999 / 2; got != want {
+		t.Fatalf("skynet = %d, want %d", got, want)
+	}
+}

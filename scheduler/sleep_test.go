@@ -690,3 +690,22 @@ func TestSleepKeepsUnparkWhileQueued(t *testing.T) {
 		}
 	}
 }
+
+func TestSleepAndJoinFromVThread(t *testing.T) {
+	s := newTest(t, Options{})
+	vt, _ := s.Go(func(ctx context.Context) error {
+		child, _ := s.Go(func(ctx context.Context) error {
+			Sleep(5 * time.Millisecond)
+			return errors.New("child")
+		})
+		start := time.Now()
+		err := child.Join()
+		if time.Since(start) < 4*time.Millisecond {
+			return errors.New("joined too early")
+		}
+		return err
+	})
+	if err := vt.Join(); err == nil || err.Error() != "child" {
+		t.Fatalf("Join = %v", err)
+	}
+}
