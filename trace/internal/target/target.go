@@ -16,6 +16,7 @@ import (
 	"debug/gosym"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -59,6 +60,13 @@ var gWordOffsets = map[string]uint64{
 
 // Open reads the executable at path. The file stays open until Close.
 func Open(path string) (*Binary, error) {
+	// An error opening the file (not permitted, say) is not about its
+	// contents.
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
 	bi, err := buildinfo.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: no Go build information (%v)", path, ErrUnsupported, err)
@@ -88,13 +96,13 @@ func Open(path string) (*Binary, error) {
 			return nil, fmt.Errorf("%s: %w: built with -race, where weft runs its portable backend, which these probes do not cover", path, ErrUnsupported)
 		}
 	}
-	f, err := elf.Open(path)
+	ef, err := elf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", path, ErrUnsupported, err)
 	}
-	b.elf = f
+	b.elf = ef
 	if err := b.read(); err != nil {
-		f.Close()
+		ef.Close()
 		return nil, err
 	}
 	return b, nil

@@ -50,6 +50,12 @@ type Aggregator struct {
 	wakes   map[uint64]pending   // by virtual thread: its wake-up
 	lastPin map[uint64]string    // by goroutine: the site of its last pin
 
+	// KeysChecked counts the events whose continuation, read from the
+	// goroutine's word, was compared with the one Run mounted on that
+	// goroutine (a register argument); KeysDiffer counts those that
+	// differed, which would mean a wrong g-word offset.
+	KeysChecked, KeysDiffer uint64
+
 	// Samples are the pins, pinned parks and long freezes, with stacks,
 	// for the profile.
 	Samples []Sample
@@ -191,6 +197,15 @@ func (a *Aggregator) Add(e Event) {
 	}
 	verbose := a.opt.Verbose
 	switch e.Kind {
+	case KindYield, KindParkPinned, KindThaw:
+		if ms := a.mounts[e.G]; len(ms) > 0 {
+			a.KeysChecked++
+			if ms[len(ms)-1].cont != e.Cont {
+				a.KeysDiffer++
+			}
+		}
+	}
+	switch e.Kind {
 	case KindPin:
 		site := a.site(e.A2, true)
 		reason := pinning.Reason(e.A1).String()
@@ -311,6 +326,9 @@ func (a *Aggregator) Counts() []Count {
 func (a *Aggregator) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "%d events over %v, %d continuations, %d virtual threads seen\n\n",
 		a.events, time.Duration(a.last-a.first).Round(time.Microsecond), len(a.conts), len(a.vts))
+	if a.KeysChecked > 0 {
+		fmt.Fprintf(w, "continuation keys: %d checked against the mounted one, %d differ\n", a.KeysChecked, a.KeysDiffer)
+	}
 	fmt.Fprintf(w, "counts (kind, count, site, detail):\n")
 	for _, c := range a.Counts() {
 		site := c.Site
