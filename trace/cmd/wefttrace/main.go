@@ -37,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	slow := fs.Duration("slow-wake", time.Millisecond, "report wake-ups that wait this `duration` to run (with -yields)")
 	verbose := fs.Bool("v", false, "print a line for every event")
 	quiet := fs.Bool("q", false, "print no live lines, only the summary")
+	stats := fs.Bool("stats", false, "report the kernel time each probe's BPF program took per hit")
+	ring := fs.Int("ring", 16, "ring buffer size in `MiB` (a power of two): events beyond what it holds unread are counted as lost")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: wefttrace [flags] -p PID | wefttrace [flags] EXECUTABLE\n")
 		fs.PrintDefaults()
@@ -45,9 +47,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := tracer.Config{
-		PID:      *pid,
-		PerYield: *yields,
-		Options:  tracer.Options{LongFreeze: *long, SlowWake: *slow, Verbose: *verbose},
+		PID:       *pid,
+		PerYield:  *yields,
+		RingBytes: *ring << 20,
+		Stats:     *stats,
+		Options:   tracer.Options{LongFreeze: *long, SlowWake: *slow, Verbose: *verbose},
+	}
+	if *ring <= 0 || *ring&(*ring-1) != 0 {
+		fmt.Fprintf(stderr, "wefttrace: -ring %d: not a power of two\n", *ring)
+		return 2
 	}
 	switch {
 	case *pid > 0 && fs.NArg() == 0:
@@ -91,6 +99,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "lost events: 0\n")
 	}
 	s.Agg.WriteSummary(stdout)
+	if *stats {
+		costs, err := s.ProgramCosts()
+		if err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintf(stdout, "\nBPF program time per hit (the uprobe's trap comes on top):\n")
+		for _, c := range costs {
+			if c.Runs > 0 {
+				fmt.Fprintf(stdout, "  %-15s %8d hits  %v\n", c.Kind, c.Runs, c.Time/time.Duration(c.Runs))
+			}
+		}
+	}
 	if *prof != "" {
 		f, err := os.Create(*prof)
 		if err != nil {

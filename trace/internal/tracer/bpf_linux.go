@@ -23,6 +23,8 @@ const (
 	regIP  = 128
 	// bpfFUserStack is BPF_F_USER_STACK for bpf_get_stack.
 	bpfFUserStack = 1 << 8
+	// bpfRBNoWakeup is BPF_RB_NO_WAKEUP for bpf_ringbuf_submit.
+	bpfRBNoWakeup = 1
 )
 
 // program assembles the BPF program of probe p: it reserves an event in
@@ -110,8 +112,9 @@ func program(p Probe, events, lost *ebpf.Map, gWord uint64) (*ebpf.Program, erro
 		)
 	}
 	insns = append(insns,
+		// No wake-up: Session.Run polls the ring buffer.
 		asm.Mov.Reg(asm.R1, asm.R7),
-		asm.Mov.Imm(asm.R2, 0),
+		asm.Mov.Imm(asm.R2, bpfRBNoWakeup),
 		asm.FnRingbufSubmit.Call(),
 		asm.Mov.Imm(asm.R0, 0),
 		asm.Return(),

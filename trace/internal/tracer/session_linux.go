@@ -31,6 +31,8 @@ type Config struct {
 	// PerYield attaches the probes that fire on every yield, resume and
 	// virtual-thread switch too (Probe.PerYield).
 	PerYield bool
+	// Stats has the kernel time the BPF programs (ProgramCosts).
+	Stats bool
 	// RingBytes is the size of the ring buffer (a power of two, at least
 	// a page); 0 means 16 MiB.
 	RingBytes int
@@ -48,6 +50,8 @@ type Session struct {
 	pid          int
 	links        []link.Link
 	progs        []*ebpf.Program
+	kinds        []Kind // of progs
+	stats        io.Closer
 	events, lost *ebpf.Map
 	reader       *ringbuf.Reader
 	pidfd        int
@@ -103,6 +107,12 @@ func Attach(cfg Config, live io.Writer) (_ *Session, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the lost-event counter: %w", err)
 	}
+	if cfg.Stats {
+		s.stats, err = ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+		if err != nil {
+			return nil, fmt.Errorf("enabling BPF run-time statistics: %w", err)
+		}
+	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, err
@@ -125,6 +135,7 @@ func Attach(cfg Config, live io.Writer) (_ *Session, err error) {
 			return nil, fmt.Errorf("loading the BPF program for %s: %w", p.Kind, err)
 		}
 		s.progs = append(s.progs, prog)
+		s.kinds = append(s.kinds, p.Kind)
 		for _, off := range offs {
 			fo, err := bin.FileOffset(entry + off)
 			if err != nil {
@@ -197,6 +208,32 @@ func (s *Session) Lost() uint64 {
 	return v
 }
 
+// Cost is what one probe's BPF program has cost: how many times it ran,
+// and the kernel time it took, which the trap into the kernel and back
+// for each hit comes on top of.
+type Cost struct {
+	Kind Kind
+	Runs uint64
+	Time time.Duration
+}
+
+// ProgramCosts returns the cost of each probe's program, if the session
+// was attached with Config.Stats.
+func (s *Session) ProgramCosts() ([]Cost, error) {
+	if s.stats == nil {
+		return nil, errors.New("no statistics: the session was attached without Config.Stats")
+	}
+	var cs []Cost
+	for i, p := range s.progs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, Cost{Kind: s.kinds[i], Runs: st.RunCount, Time: st.Runtime})
+	}
+	return cs, nil
+}
+
 // Close detaches the probes and frees what Attach made.
 func (s *Session) Close() error {
 	for _, l := range s.links {
@@ -216,6 +253,9 @@ func (s *Session) Close() error {
 	}
 	if s.pidfd >= 0 {
 		unix.Close(s.pidfd)
+	}
+	if s.stats != nil {
+		s.stats.Close()
 	}
 	return s.Bin.Close()
 }

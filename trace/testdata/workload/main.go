@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/pinning"
@@ -25,6 +26,7 @@ func main() {
 	pins := flag.Int("pins", 7, "yields pinned by pinning.Do, at pinSite")
 	parks := flag.Int("parks", 3, "virtual-thread parks pinned by pinning.Do, at parkSite")
 	wait := flag.Bool("wait", false, "wait for a line on standard input before starting")
+	timed := flag.Bool("time", false, "print the time per yield round trip and per pinned yield to standard error")
 	flag.Parse()
 	if *wait {
 		fmt.Println("ready")
@@ -33,20 +35,28 @@ func main() {
 
 	s := scope.New("workload")
 	pinned := 0
+	var start, pinStart time.Time
 	c := continuation.New(s, func() {
 		for i := 0; i < *yields; i++ {
 			continuation.Yield(s)
 		}
+		pinStart = time.Now()
 		for i := 0; i < *pins; i++ {
 			pinSite(s)
 		}
 	}, continuation.WithOnPinned(func(*continuation.Continuation, pinning.Reason) { pinned++ }))
 	runs := 0
+	start = time.Now()
 	for !c.IsDone() {
 		c.Run()
 		runs++
 	}
+	end := time.Now()
 	fmt.Printf("continuation: %d runs, %d pinned yields\n", runs, pinned)
+	if *timed {
+		fmt.Fprintf(os.Stderr, "yield round trip: %v; pinned yield: %v\n",
+			pinStart.Sub(start)/time.Duration(max(*yields, 1)), end.Sub(pinStart)/time.Duration(max(*pins, 1)))
+	}
 
 	sch, err := scheduler.New(scheduler.Options{Carriers: 2})
 	if err != nil {
