@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,6 +81,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "wefttrace: attached %d probes to %d functions of %s: weft %s, %s; g word +%d (%s)%s\n",
 		s.Sites, s.Functions, what, s.Bin.WeftVersion, s.Bin.GoVersion, s.Bin.GWordOffset, s.Bin.GWordSource, stripped(s.Bin))
+	if len(s.Absent) > 0 {
+		fmt.Fprintf(stderr, "wefttrace: not in this program, so not traced: %s\n", strings.Join(s.Absent, ", "))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

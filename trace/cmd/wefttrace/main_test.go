@@ -28,6 +28,10 @@ const (
 	nYields = 1000
 	nPins   = 7
 	nParks  = 3
+	// nPingPong round trips over channels between two virtual threads,
+	// while a third sleeps nSleeps times.
+	nPingPong = 100
+	nSleeps   = 3
 )
 
 var (
@@ -77,7 +81,7 @@ func TestMain(m *testing.M) {
 }
 
 func workloadArgs() []string {
-	return []string{"-yields", strconv.Itoa(nYields), "-pins", strconv.Itoa(nPins), "-parks", strconv.Itoa(nParks)}
+	return []string{"-yields", strconv.Itoa(nYields), "-pins", strconv.Itoa(nPins), "-parks", strconv.Itoa(nParks), "-pingpong", strconv.Itoa(nPingPong)}
 }
 
 // untraced runs the workload alone and returns its output.
@@ -262,7 +266,24 @@ func TestTraceWorkload(t *testing.T) {
 		t.Errorf("not every function of the table was probed:\n%s", stderr)
 	}
 	checkCounts(t, trace, true)
-	for _, h := range []string{"freeze at main.main.func1", "thaw at main.main.func1", "pinned-park at main.parkSite", "vt-run-slice: n="} {
+	// A sleep's end is always a wake-up; a channel's hand-off is one
+	// when the other side has parked, which it may not have yet.
+	var sleeps, chans int
+	for k, n := range counts(t, trace) {
+		switch {
+		case k.kind != "vt-wake":
+		case strings.Contains(k.site, ".sleepUntil."):
+			sleeps += n
+		case strings.Contains(k.site, ".(*Chan["):
+			chans += n
+		default:
+			t.Errorf("a wake-up at %s: %d", k.site, n)
+		}
+	}
+	if sleeps != nSleeps || chans == 0 || chans > 2*nPingPong {
+		t.Errorf("wake-ups: %d by sleeps, want %d; %d by channels, want 1 to %d", sleeps, nSleeps, chans, 2*nPingPong)
+	}
+	for _, h := range []string{"freeze at main.main.func1", "thaw at main.main.func1", "pinned-park at main.parkSite", "vt-run-slice: n=", "wake-to-run at "} {
 		if !strings.Contains(trace, "\n"+h) {
 			t.Errorf("no histogram %q in the summary", h)
 		}
@@ -379,6 +400,40 @@ func TestUnprivileged(t *testing.T) {
 				t.Errorf("a stack trace:\n%s", stderr.String())
 			}
 		})
+	}
+}
+
+// TestTraceWithoutScheduler attaches to a program that uses continuations
+// and not the scheduler (weft's showcase): the scheduler's functions are
+// absent, and said to be.
+func TestTraceWithoutScheduler(t *testing.T) {
+	wefttrace, _, _ := binaries(t)
+	showcase := filepath.Join(t.TempDir(), "weft")
+	if out, err := exec.Command("go", "build", "-o", showcase, "github.com/weftrt/weft/cmd/weft").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(wefttrace, "-yields", "-d", "200ms", showcase)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("wefttrace: %v\n%s", err, stderr.String())
+	}
+	absent := make(map[string]bool)
+	for _, p := range tracer.Probes {
+		if strings.Contains(p.Symbol, "/scheduler.") {
+			absent[p.Symbol] = true
+			if !p.Optional {
+				t.Errorf("%s is not optional", p.Symbol)
+			}
+		}
+	}
+	for sym := range absent {
+		if !strings.Contains(stderr.String(), sym) {
+			t.Errorf("wefttrace did not say %s is absent:\n%s", sym, stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "lost events: 0") {
+		t.Errorf("no summary:\n%s", stdout.String())
 	}
 }
 

@@ -70,6 +70,11 @@ type Probe struct {
 	// PerYield marks the probes that fire on every yield, resume or
 	// virtual-thread switch; they are attached only on request.
 	PerYield bool
+	// Optional marks the functions a weft program may leave out: the
+	// scheduler's, in a program that does not use it, and those of the
+	// parts of it that a program does not use. Attach skips them if
+	// they are absent; the others must be there.
+	Optional bool
 }
 
 // Probes is the one table of the weft functions the tracer probes. Each
@@ -83,8 +88,8 @@ var Probes = []Probe{
 	{Kind: KindPin, Symbol: weftPkg + ".(*Cont).pinnedYield", Site: target.Entry, Cont: RAX, A1: RBX, A2: RCX, Stack: true},
 	// parkPinned blocks the carrier of a virtual thread whose park was
 	// pinned, until it is unparked.
-	{Kind: KindParkPinned, Symbol: schedPkg + ".parkPinned", Site: target.Entry, Cont: GWord, Stack: true},
-	{Kind: KindParkPinnedEnd, Symbol: schedPkg + ".parkPinned", Site: target.Returns, Cont: GWord},
+	{Kind: KindParkPinned, Symbol: schedPkg + ".parkPinned", Site: target.Entry, Cont: GWord, Stack: true, Optional: true},
+	{Kind: KindParkPinnedEnd, Symbol: schedPkg + ".parkPinned", Site: target.Returns, Cont: GWord, Optional: true},
 	// Yield freezes from its caller's frame; a Yield that suspended
 	// does not return (the resume continues its caller), so its RETs
 	// run only for a yield that suspended nothing.
@@ -98,11 +103,13 @@ var Probes = []Probe{
 	// register, with g in R14 and the continuation address in RDX).
 	{Kind: KindThaw, Symbol: archPkg + ".thawPop.abi0", Site: target.RegisterJump, Cont: GWord, A1: RDX, PerYield: true},
 	// (*carrier).run(vt) runs one slice of a virtual thread.
-	{Kind: KindRun, Symbol: schedPkg + ".(*carrier).run", Site: target.Entry, VT: RBX, PerYield: true},
-	{Kind: KindRunEnd, Symbol: schedPkg + ".(*carrier).run", Site: target.Returns, PerYield: true},
-	// (*VThread).enqueue(c) queues a virtual thread that Unpark or a
-	// waiter's wake-up has just made runnable.
-	{Kind: KindWake, Symbol: schedPkg + ".(*VThread).enqueue", Site: target.Entry, VT: RAX, A1: AtSP, PerYield: true},
+	{Kind: KindRun, Symbol: schedPkg + ".(*carrier).run", Site: target.Entry, VT: RBX, PerYield: true, Optional: true},
+	{Kind: KindRunEnd, Symbol: schedPkg + ".(*carrier).run", Site: target.Returns, PerYield: true, Optional: true},
+	// (*VThread).enqueue(c) queues a virtual thread that Unpark, a
+	// channel, a join or a waiter's wake-up has just made runnable.
+	{Kind: KindWake, Symbol: schedPkg + ".(*VThread).enqueue", Site: target.Entry, VT: RAX, A1: AtSP, PerYield: true, Optional: true},
+	// (*VThread).wakeTimer wakes a virtual thread whose Sleep is over.
+	{Kind: KindWake, Symbol: schedPkg + ".(*VThread).wakeTimer", Site: target.Entry, VT: RAX, A1: AtSP, PerYield: true, Optional: true},
 }
 
 const (

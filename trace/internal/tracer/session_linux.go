@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -46,6 +47,9 @@ type Session struct {
 	// Sites is the number of instructions probed; Functions the number
 	// of functions they are in.
 	Sites, Functions int
+	// Absent lists the optional functions of the table that the program
+	// does not have (Probe.Optional).
+	Absent []string
 
 	pid          int
 	links        []link.Link
@@ -123,6 +127,12 @@ func Attach(cfg Config, live io.Writer) (_ *Session, err error) {
 			continue
 		}
 		entry, _, ok := bin.Func(p.Symbol)
+		if !ok && p.Optional {
+			if !slices.Contains(s.Absent, p.Symbol) {
+				s.Absent = append(s.Absent, p.Symbol)
+			}
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("%s: %w: no function %s (a weft this tracer does not know?)", bin.Path, target.ErrUnsupported, p.Symbol)
 		}

@@ -26,6 +26,7 @@ func main() {
 	pins := flag.Int("pins", 7, "yields pinned by pinning.Do, at pinSite")
 	parks := flag.Int("parks", 3, "virtual-thread parks pinned by pinning.Do, at parkSite")
 	wait := flag.Bool("wait", false, "wait for a line on standard input before starting")
+	pingpongs := flag.Int("pingpong", 100, "round trips between two virtual threads over a channel")
 	timed := flag.Bool("time", false, "print the time per yield round trip and per pinned yield to standard error")
 	flag.Parse()
 	if *wait {
@@ -81,10 +82,47 @@ func main() {
 		vt.Join()
 		waker.Join()
 	}
+	pingPong(sch, *pingpongs)
 	sch.Close()
-	fmt.Printf("scheduler: %d pinned parks woken\n", woken.Load())
+	fmt.Printf("scheduler: %d pinned parks woken, %d ping-pongs, 3 sleeps\n", woken.Load(), *pingpongs)
 	for _, p := range sch.Pins() {
 		fmt.Printf("pin: %s at %s x%d\n", p.Reason, p.Function, p.Count)
+	}
+}
+
+// pingPong sends n values to a virtual thread that sends each back, over
+// unbuffered channels, while another sleeps three times: wake-ups by
+// channels and by timers.
+func pingPong(sch *scheduler.Scheduler, n int) {
+	ping, pong := scheduler.NewChan[int](0), scheduler.NewChan[int](0)
+	echo, _ := sch.Go(func(context.Context) error {
+		for v := range n {
+			got, _ := ping.Recv()
+			if got != v {
+				return fmt.Errorf("got %d, want %d", got, v)
+			}
+			pong.Send(got)
+		}
+		return nil
+	})
+	sleeper, _ := sch.Go(func(context.Context) error {
+		for range 3 {
+			scheduler.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	first, _ := sch.Go(func(context.Context) error {
+		for v := range n {
+			ping.Send(v)
+			pong.Recv()
+		}
+		return nil
+	})
+	for _, vt := range []*scheduler.VThread{echo, sleeper, first} {
+		if err := vt.Join(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 }
 
