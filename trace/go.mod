@@ -5,9 +5,6 @@ go 1.26.0
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
-	github.com/weftrt/weft v0.0.0
 	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.47.0
 )
-
-replace github.com/weftrt/weft => ..

@@ -20,6 +20,7 @@ import (
 	"github.com/google/pprof/profile"
 	"golang.org/x/sys/unix"
 
+	"github.com/weftrt/weft/trace/internal/testbuild"
 	"github.com/weftrt/weft/trace/internal/tracer"
 )
 
@@ -38,10 +39,11 @@ var (
 	buildOnce sync.Once
 	buildDir  string
 	buildErr  error
+	testMod   *testbuild.Module
 )
 
 // binaries builds, once, the command, the workload from the weft tree
-// this module sits in (go.mod's replace), and the workload stripped of
+// this module sits in (package testbuild), and the workload stripped of
 // its symbol table and DWARF. The directory is readable by everyone, for
 // TestUnprivileged.
 func binaries(t *testing.T) (wefttrace, workload, stripped string) {
@@ -54,14 +56,19 @@ func binaries(t *testing.T) (wefttrace, workload, stripped string) {
 		if buildErr = os.Chmod(buildDir, 0o755); buildErr != nil {
 			return
 		}
-		for _, b := range []struct{ out, pkg, flags string }{
-			{"wefttrace", ".", ""},
-			{"workload", "../../testdata/workload", ""},
-			{"workload-stripped", "../../testdata/workload", "-s -w"},
+		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, "wefttrace"), ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		if testMod, buildErr = testbuild.New(filepath.Join(buildDir, "mod")); buildErr != nil {
+			return
+		}
+		for _, b := range []struct{ out, flags string }{
+			{"workload", ""},
+			{"workload-stripped", "-s -w"},
 		} {
-			cmd := exec.Command("go", "build", "-ldflags="+b.flags, "-o", filepath.Join(buildDir, b.out), b.pkg)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+			if buildErr = testMod.Build(filepath.Join(buildDir, b.out), testbuild.Workload, b.flags); buildErr != nil {
 				return
 			}
 		}
@@ -409,8 +416,8 @@ func TestUnprivileged(t *testing.T) {
 func TestTraceWithoutScheduler(t *testing.T) {
 	wefttrace, _, _ := binaries(t)
 	showcase := filepath.Join(t.TempDir(), "weft")
-	if out, err := exec.Command("go", "build", "-o", showcase, "github.com/weftrt/weft/cmd/weft").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testMod.Build(showcase, "github.com/weftrt/weft/cmd/weft", ""); err != nil {
+		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(wefttrace, "-yields", "-d", "200ms", showcase)

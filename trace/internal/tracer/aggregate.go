@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/trace/internal/target"
 )
 
@@ -208,11 +207,11 @@ func (a *Aggregator) Add(e Event) {
 	switch e.Kind {
 	case KindPin:
 		site := a.site(e.A2, true)
-		reason := pinning.Reason(e.A1).String()
-		a.count(KindPin, site, reason)
+		why := reason(e.A1)
+		a.count(KindPin, site, why)
 		a.lastPin[e.G] = site
-		a.Samples = append(a.Samples, Sample{Event: "pin", Reason: reason, Stack: e.Stack})
-		a.line(e, "reason=%q site=%s (%s)", reason, site, a.siteLoc[site])
+		a.Samples = append(a.Samples, Sample{Event: "pin", Reason: why, Stack: e.Stack})
+		a.line(e, "reason=%q site=%s (%s)", why, site, a.siteLoc[site])
 		return
 	case KindParkPinned:
 		a.parks[e.G] = pending{ts: e.TS, cont: e.Cont, site: a.lastPin[e.G], stack: e.Stack}

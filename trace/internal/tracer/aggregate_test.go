@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/trace/internal/target"
 )
 
@@ -44,7 +43,7 @@ func TestAggregatorPairs(t *testing.T) {
 		// A pinned yield: Yield returns, and Run's return is no freeze.
 		{TS: 100 * us, Kind: KindMount, G: g, Cont: c, A1: 0x3010},
 		{TS: 110 * us, Kind: KindYield, G: g, Cont: c, A1: 0x2040},
-		{TS: 111 * us, Kind: KindPin, G: g, Cont: c, A1: uint64(pinning.CriticalSection), A2: 0x2050},
+		{TS: 111 * us, Kind: KindPin, G: g, Cont: c, A1: 1, A2: 0x2050},
 		{TS: 112 * us, Kind: KindYieldReturn, G: g, Cont: c},
 		{TS: 113 * us, Kind: KindParkPinned, G: g, Cont: c},
 		{TS: 213 * us, Kind: KindParkPinnedEnd, G: g, Cont: c},
@@ -60,7 +59,7 @@ func TestAggregatorPairs(t *testing.T) {
 		{KindYield, "main.body", "", 1},
 		{KindThaw, "main.body", "resume", 1},
 		{KindThaw, "main.body", "barrier", 1},
-		{KindPin, "main.pinner", pinning.CriticalSection.String(), 1},
+		{KindPin, "main.pinner", "critical section (pinning.Do)", 1},
 		{KindParkPinned, "main.pinner", "", 1},
 		{KindWake, "main.waker", "", 1},
 		{KindRun, "", "", 1},
