@@ -129,6 +129,7 @@ func traced(t *testing.T, wefttrace, workload string, flags ...string) (out, tra
 	tr := exec.Command(wefttrace, append(flags, "-p", strconv.Itoa(w.Process.Pid))...)
 	tr.Stdout = &tout
 	errR, errW := io.Pipe()
+	defer errW.Close()
 	tr.Stderr = errW
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)

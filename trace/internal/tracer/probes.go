@@ -1,3 +1,9 @@
+// Package tracer attaches uprobes to weft's functions in a program's
+// executable, and turns their events into live lines, a summary of counts
+// and latency histograms by call site, and a pprof profile.
+//
+// The probed functions are in one table, Probes. Attach and Session are
+// Linux-only; the rest reads events and binaries on any system.
 package tracer
 
 import "github.com/weftrt/weft/trace/internal/target"
@@ -66,7 +72,7 @@ type Probe struct {
 	Cont   Source      // the continuation the event is about
 	VT     Source      // the virtual thread the event is about
 	A1, A2 Source      // two more words (see Event)
-	Stack  bool        // the event carries the user stack
+	Stack  bool        // the event carries the user stack (at an entry only)
 	// PerYield marks the probes that fire on every yield, resume or
 	// virtual-thread switch; they are attached only on request.
 	PerYield bool

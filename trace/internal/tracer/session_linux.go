@@ -32,7 +32,8 @@ type Config struct {
 	// PerYield attaches the probes that fire on every yield, resume and
 	// virtual-thread switch too (Probe.PerYield).
 	PerYield bool
-	// Stats has the kernel time the BPF programs (ProgramCosts).
+	// Stats has the kernel count the time the BPF programs take
+	// (ProgramCosts), for as long as the session is open.
 	Stats bool
 	// RingBytes is the size of the ring buffer (a power of two, at least
 	// a page); 0 means 16 MiB.
@@ -51,7 +52,6 @@ type Session struct {
 	// does not have (Probe.Optional).
 	Absent []string
 
-	pid          int
 	links        []link.Link
 	progs        []*ebpf.Program
 	kinds        []Kind // of progs
@@ -82,7 +82,7 @@ func Attach(cfg Config, live io.Writer) (_ *Session, err error) {
 			bin.Path = exe
 		}
 	}
-	s := &Session{Bin: bin, pid: cfg.PID, pidfd: -1}
+	s := &Session{Bin: bin, pidfd: -1}
 	defer func() {
 		if err != nil {
 			s.Close()
