@@ -135,7 +135,14 @@ func (a *Aggregator) site(pc uint64, ret bool) string {
 		return fmt.Sprintf("%#x", pc)
 	}
 	if _, ok := a.siteLoc[f.Function]; !ok {
-		a.siteLoc[f.Function] = fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)
+		// The line of the call, if it is in the function's own file;
+		// otherwise pc is in a callee inlined there, and the function's
+		// first line says where it is.
+		loc := f
+		if d := a.sym.Symbolize(f.Entry); d.File != f.File {
+			loc = d
+		}
+		a.siteLoc[f.Function] = fmt.Sprintf("%s:%d", shortFile(loc.File), loc.Line)
 	}
 	return f.Function
 }

@@ -13,7 +13,7 @@ import (
 type funcs map[uint64]string
 
 func (f funcs) Symbolize(pc uint64) target.Frame {
-	return target.Frame{Function: f[pc&^0xff], File: "/src/x/" + f[pc&^0xff] + ".go", Line: int(pc & 0xff)}
+	return target.Frame{Function: f[pc&^0xff], File: "/src/x/" + f[pc&^0xff] + ".go", Line: int(pc & 0xff), Entry: pc &^ 0xff}
 }
 
 func counted(a *Aggregator) map[Count]bool {
