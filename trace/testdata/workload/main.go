@@ -66,14 +66,15 @@ func main() {
 	}
 	var woken atomic.Int64
 	for i := 0; i < *parks; i++ {
-		var parked atomic.Bool
 		vt, _ := sch.Go(func(context.Context) error {
-			parkSite(&parked)
+			parkSite()
 			woken.Add(1)
 			return nil
 		})
 		waker, _ := sch.Go(func(context.Context) error {
-			for !parked.Load() {
+			// The scheduler counts a pinned park before it blocks: an
+			// Unpark before that would leave Park nothing to wait for.
+			for pinnedParks(sch) <= i {
 				scheduler.Yield()
 			}
 			vt.Unpark()
@@ -136,9 +137,16 @@ func pinSite(s *scope.Scope) {
 // parkSite parks inside a critical section, which blocks the carrier.
 //
 //go:noinline
-func parkSite(parked *atomic.Bool) {
-	pinning.Do(func() {
-		parked.Store(true)
-		scheduler.Park()
-	})
+func parkSite() {
+	pinning.Do(scheduler.Park)
+}
+
+// pinnedParks returns how many parks sch has counted pinned at parkSite.
+func pinnedParks(sch *scheduler.Scheduler) int {
+	for _, p := range sch.Pins() {
+		if p.Function == "main.parkSite" {
+			return int(p.Count)
+		}
+	}
+	return 0
 }
