@@ -87,6 +87,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// workloadEnv is added to the workload's environment.
+var workloadEnv []string
+
 func workloadArgs() []string {
 	return []string{"-yields", strconv.Itoa(nYields), "-pins", strconv.Itoa(nPins), "-parks", strconv.Itoa(nParks), "-pingpong", strconv.Itoa(nPingPong)}
 }
@@ -94,7 +97,9 @@ func workloadArgs() []string {
 // untraced runs the workload alone and returns its output.
 func untraced(t *testing.T, workload string) string {
 	t.Helper()
-	out, err := exec.Command(workload, workloadArgs()...).CombinedOutput()
+	cmd := exec.Command(workload, workloadArgs()...)
+	cmd.Env = append(os.Environ(), workloadEnv...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("untraced workload: %v\n%s", err, out)
 	}
@@ -107,6 +112,7 @@ func untraced(t *testing.T, workload string) string {
 func traced(t *testing.T, wefttrace, workload string, flags ...string) (out, trace, stderr string) {
 	t.Helper()
 	w := exec.Command(workload, append(workloadArgs(), "-wait")...)
+	w.Env = append(os.Environ(), workloadEnv...)
 	stdin, err := w.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -339,6 +345,22 @@ func checkProfile(t *testing.T, path string) {
 		t.Errorf("profile: pins with stacks through main.pinSite %d, main.parkSite %d, pinned parks %d; want %d, %d, %d",
 			pins["main.pinSite"], pins["main.parkSite"], parks, nPins, nParks, nParks)
 	}
+}
+
+// TestTraceGCStress traces every probe of the table while the collector
+// runs all the time and checks every pointer it finds, and the runtime
+// copies goroutine stacks at every collection: the probes must leave the
+// frames they are in, which move, as they were.
+func TestTraceGCStress(t *testing.T) {
+	wefttrace, workload, _ := binaries(t)
+	workloadEnv = []string{"GOGC=1", "GODEBUG=invalidptr=1,gccheckmark=1,clobberfree=1"}
+	defer func() { workloadEnv = nil }()
+	want := untraced(t, workload)
+	out, trace, _ := traced(t, wefttrace, workload, "-yields", "-q")
+	if out != want {
+		t.Errorf("traced output:\n%s\nuntraced:\n%s", out, want)
+	}
+	checkCounts(t, trace, true)
 }
 
 // TestTraceDefault traces the rare events only.
