@@ -470,10 +470,12 @@ func TestTraceWithoutScheduler(t *testing.T) {
 // TestRefuse refuses executables it cannot trace, with the reason.
 func TestRefuse(t *testing.T) {
 	wefttrace, _, _ := binaries(t)
-	gofmt, err := exec.LookPath("gofmt")
+	// gofmt: a Go program without weft.
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
-		gofmt = filepath.Join(os.Getenv("GOROOT"), "bin", "gofmt")
+		t.Fatal(err)
 	}
+	gofmt := filepath.Join(strings.TrimSpace(string(goroot)), "bin", "gofmt")
 	for _, c := range []struct{ path, want string }{
 		{"/bin/sh", "no Go build information"},
 		{gofmt, "it does not use github.com/weftrt/weft"},
