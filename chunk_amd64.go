@@ -107,46 +107,31 @@ const (
 	wholeRecordWords  = 128
 )
 
-// record is a decoded record header.
+// record is a record of a chunk: where it lies and its header.
 type record struct {
-	start              int // index in mem of the record's image
-	end                int // index in mem just past its header
-	n, np, nr, nframes uint32
-	pc0                uintptr
-	bp0, outerBP       uint32
-	flags              uintptr // arch.RecordDefers | bpFirst<<arch.BPShift | args<<32
+	start int // index in mem of the record's image
+	end   int // index in mem just past its header
+	arch.RecordHeader
 }
 
-// recordFlags returns a record's flags word: its defers flag, the word
-// index of the first frame of its saved-BP chain, and its argument words.
-func recordFlags(defers bool, bpFirst, args uint32) uintptr {
-	h := uintptr(bpFirst)<<arch.BPShift | uintptr(args)<<32
+// recordFlags returns a record header's Flags: its defers flag and the
+// word index of the first frame of its saved-BP chain.
+func recordFlags(defers bool, bpFirst uint32) uint32 {
+	f := bpFirst << arch.BPShift
 	if defers {
-		h |= arch.RecordDefers
+		f |= arch.RecordDefers
 	}
-	return h
+	return f
 }
 
 // bpFirst returns the word index of the first saved BP of the record's
 // chain (see arch.RecordHeader).
-func (r record) bpFirst() uint32 { return uint32(r.flags) >> arch.BPShift }
+func (r record) bpFirst() uint32 { return r.Flags >> arch.BPShift }
 
 // recordEnding decodes the record whose header ends at mem[end].
 func (c *stackChunk) recordEnding(end int) record {
-	h := c.memory()[end-arch.RecordHeader : end]
-	r := record{
-		end:     end,
-		start:   end - int(h[5]),
-		n:       uint32(h[4]),
-		np:      uint32(h[4] >> 32),
-		nr:      uint32(h[3]),
-		nframes: uint32(h[3] >> 32),
-		pc0:     h[2],
-		bp0:     uint32(h[1]),
-		outerBP: uint32(h[1] >> 32),
-		flags:   h[0],
-	}
-	return r
+	h := arch.HeaderOf(c.memory()[:end])
+	return record{start: end - int(h.Len), end: end, RecordHeader: *h}
 }
 
 // records returns the chunk's records, innermost first.
@@ -161,22 +146,22 @@ func (c *stackChunk) records() []record {
 }
 
 // words returns a record's image.
-func (c *stackChunk) words(r record) []uintptr { return c.memory()[r.start : r.start+int(r.n)] }
+func (c *stackChunk) words(r record) []uintptr { return c.memory()[r.start : r.start+int(r.Words)] }
 
 // ptrAt returns a record's pointer word indexes.
 func (c *stackChunk) ptrAt(r record) []uint32 {
-	if r.np == 0 {
+	if r.Ptrs == 0 {
 		return nil
 	}
-	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.memory()[r.start+int(r.n)])), r.np)
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&c.memory()[r.start+int(r.Words)])), r.Ptrs)
 }
 
 // refs returns a record's references into itself.
 func (c *stackChunk) refs(r record) []stackRef {
-	if r.nr == 0 {
+	if r.Refs == 0 {
 		return nil
 	}
-	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.memory()[r.start+int(r.n)]), uintptr(r.np)*4)), r.nr)
+	return unsafe.Slice((*stackRef)(unsafe.Add(unsafe.Pointer(&c.memory()[r.start+int(r.Words)]), uintptr(r.Ptrs)*4)), r.Refs)
 }
 
 // frozenFrames is the number of frames in the chunk.
@@ -184,7 +169,7 @@ func (c *stackChunk) frozenFrames() int {
 	n := 0
 	for end := int(c.MemTop); end > 0; {
 		r := c.recordEnding(end)
-		n += int(r.nframes)
+		n += int(r.Frames)
 		end = r.start
 	}
 	return n
@@ -195,12 +180,12 @@ func (c *stackChunk) frozenFrames() int {
 func (c *stackChunk) frames() []chunkFrame {
 	var out []chunkFrame
 	for _, r := range c.records() {
-		pc, sp := r.pc0, uint32(0)
-		for i := range r.nframes {
+		pc, sp := r.PC, uint32(0)
+		for i := range r.Frames {
 			d := descFor(pc)
 			out = append(out, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
 			sp += d.size
-			if i+1 < r.nframes {
+			if i+1 < r.Frames {
 				pc = c.memory()[r.start+int(sp/uint32(wordSize))-1]
 			}
 		}
@@ -214,7 +199,7 @@ func (c *stackChunk) frames() []chunkFrame {
 func (c *stackChunk) deferPending() bool {
 	for end := int(c.MemTop); end > 0; {
 		r := c.recordEnding(end)
-		if r.flags&arch.RecordDefers != 0 {
+		if r.Flags&arch.RecordDefers != 0 {
 			return true
 		}
 		end = r.start
@@ -227,11 +212,11 @@ func (c *stackChunk) deferPending() bool {
 func (c *stackChunk) dropToDefers() {
 	for c.MemTop > 0 {
 		r := c.recordEnding(int(c.MemTop))
-		if r.flags&arch.RecordDefers != 0 {
+		if r.Flags&arch.RecordDefers != 0 {
 			return
 		}
 		c.MemTop = uintptr(r.start)
-		c.PtrTop -= uintptr(r.np)
+		c.PtrTop -= uintptr(r.Ptrs)
 	}
 }
 
@@ -713,7 +698,7 @@ func (c *stackChunk) push(s *captureScratch) {
 	for r := range nrec {
 		fs, fe := s.recordFrames(r)
 		nw := int(s.frames[fe-1].fp-s.frames[fs].sp+s.argsOf(fe-1)) / int(wordSize)
-		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeader
+		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeaderWords
 	}
 	np := len(s.ptrAt)
 	c.reserve(total, np, true)
@@ -757,7 +742,7 @@ func (c *stackChunk) push(s *captureScratch) {
 		rb := s.frames[fs].sp / uint32(wordSize) // the record's first word in the region
 		nw := (s.frames[fe-1].fp - s.frames[fs].sp + s.argsOf(fe-1)) / uint32(wordSize)
 		npr, nrr := int(s.count[2*r]), int(s.count[2*r+1])
-		rec := mem[top : top+int(nw)+(npr+2*nrr+1)/2+arch.RecordHeader]
+		rec := mem[top : top+int(nw)+(npr+2*nrr+1)/2+arch.RecordHeaderWords]
 		copy(rec, s.words[rb:rb+nw])
 		tab := rec[nw:]
 		ptrAt := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tab))), npr)
@@ -790,13 +775,18 @@ func (c *stackChunk) push(s *captureScratch) {
 			}
 		}
 		bpFirst := s.chainBPs(rec, fs, fe, rb, outerBP)
-		h := rec[len(rec)-arch.RecordHeader:]
-		h[0] = recordFlags(defers, bpFirst, s.argsOf(fe-1)/uint32(wordSize))
-		h[1] = uintptr(s.frames[fs].fp-2*uint32(wordSize)-rb*uint32(wordSize)) | uintptr(outerBP)<<32
-		h[2] = s.frames[fs].pc
-		h[3] = uintptr(nrr) | uintptr(fe-fs)<<32
-		h[4] = uintptr(nw) | uintptr(npr)<<32
-		h[5] = uintptr(len(rec))
+		*arch.HeaderOf(rec) = arch.RecordHeader{
+			Flags:   recordFlags(defers, bpFirst),
+			Args:    s.argsOf(fe-1) / uint32(wordSize),
+			BP:      s.frames[fs].fp - 2*uint32(wordSize) - rb*uint32(wordSize),
+			OuterBP: outerBP,
+			PC:      s.frames[fs].pc,
+			Refs:    uint32(nrr),
+			Frames:  uint32(fe - fs),
+			Words:   nw,
+			Ptrs:    uint32(npr),
+			Len:     uintptr(len(rec)),
+		}
 		top += len(rec)
 	}
 	c.MemTop = uintptr(top)
@@ -845,7 +835,7 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	nw := len(s.words)
 	np := len(s.ptrAt)
 	nr := len(s.refs) + len(s.weak)
-	size := nw + (np+2*nr+1)/2 + arch.RecordHeader
+	size := nw + (np+2*nr+1)/2 + arch.RecordHeaderWords
 	c.reserve(size, np, false)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	rec, ptrs := c.memory()[top:top+size], c.pointers()
@@ -867,13 +857,18 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 		outerBP = uint32(s.outerBP)
 	}
 	bpFirst := s.chainBPs(rec, 0, len(s.frames), 0, outerBP)
-	h := rec[len(rec)-arch.RecordHeader:]
-	h[0] = recordFlags(defers, bpFirst, s.outerArgs/uint32(wordSize))
-	h[1] = uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32
-	h[2] = s.frames[0].pc
-	h[3] = uintptr(nr) | uintptr(len(s.frames))<<32
-	h[4] = uintptr(nw) | uintptr(np)<<32
-	h[5] = uintptr(size)
+	*arch.HeaderOf(rec) = arch.RecordHeader{
+		Flags:   recordFlags(defers, bpFirst),
+		Args:    s.outerArgs / uint32(wordSize),
+		BP:      s.frames[0].fp - 2*uint32(wordSize),
+		OuterBP: outerBP,
+		PC:      s.frames[0].pc,
+		Refs:    uint32(nr),
+		Frames:  uint32(len(s.frames)),
+		Words:   uint32(nw),
+		Ptrs:    uint32(np),
+		Len:     uintptr(size),
+	}
 	c.MemTop = uintptr(top + size)
 	c.PtrTop = uintptr(ptop + np)
 	if int(c.ptrHigh) > ptop+np {
@@ -892,8 +887,8 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 // never be used.
 func (c *stackChunk) roomFor(t *captureTemplate) {
 	top, ptop := int(c.MemTop), int(c.PtrTop)
-	h := c.memory()[top-arch.RecordHeader : top]
-	top0, ptop0 := top-int(h[5]), ptop-int(h[4]>>32)
+	h := arch.HeaderOf(c.memory()[:top])
+	top0, ptop0 := top-int(h.Len), ptop-int(h.Ptrs)
 	if need := top0 + t.words + len(t.tail); need > int(c.memLen) {
 		mem := make([]uintptr, need)
 		copy(mem, c.memory()[:top])

@@ -31,19 +31,19 @@ func (c *stackChunk) flat() flatChunk {
 	base := uint32(0) // words
 	for i, r := range recs {
 		img := c.words(r)
-		args := uint32(r.flags >> 32)
-		frameWords := r.n - args
+		args := r.Args
+		frameWords := r.Words - args
 		if i == len(recs)-1 {
-			frameWords = r.n
+			frameWords = r.Words
 		}
-		if len(f.words) < int(base+r.n) {
-			f.words = append(f.words, make([]uintptr, int(base+r.n)-len(f.words))...)
+		if len(f.words) < int(base+r.Words) {
+			f.words = append(f.words, make([]uintptr, int(base+r.Words)-len(f.words))...)
 		}
 		for w := range frameWords {
 			f.words[base+w] = img[w]
 		}
-		ps := c.pointers()[ptop-int(r.np) : ptop]
-		ptop -= int(r.np)
+		ps := c.pointers()[ptop-int(r.Ptrs) : ptop]
+		ptop -= int(r.Ptrs)
 		for k, w := range c.ptrAt(r) {
 			f.ptrAt = append(f.ptrAt, base+w)
 			f.ptrs = append(f.ptrs, ps[k])
@@ -53,10 +53,10 @@ func (c *stackChunk) flat() flatChunk {
 		}
 		// The saved-BP chain, as the references it stands for, its slots
 		// zero as in the region copyRegion left.
-		if r.outerBP != arch.NoBP {
-			for at, steps := r.bpFirst(), uint32(0); at != r.outerBP; steps++ {
-				if steps == r.nframes || at >= r.n {
-					panic(fmt.Sprintf("weft: record's saved-BP chain is broken at word %d (first %d, outermost %d, %d frames)", at, r.bpFirst(), r.outerBP, r.nframes))
+		if r.OuterBP != arch.NoBP {
+			for at, steps := r.bpFirst(), uint32(0); at != r.OuterBP; steps++ {
+				if steps == r.Frames || at >= r.Words {
+					panic(fmt.Sprintf("weft: record's saved-BP chain is broken at word %d (first %d, outermost %d, %d frames)", at, r.bpFirst(), r.OuterBP, r.Frames))
 				}
 				next := uint32(img[at])
 				f.refs = append(f.refs, stackRef{at: base + at, target: (base + next) * uint32(wordSize)})
@@ -64,22 +64,22 @@ func (c *stackChunk) flat() flatChunk {
 				at = next
 			}
 		}
-		pc, sp := r.pc0, base*uint32(wordSize)
-		for j := range r.nframes {
+		pc, sp := r.PC, base*uint32(wordSize)
+		for j := range r.Frames {
 			d := descFor(pc)
 			f.frames = append(f.frames, chunkFrame{pc: pc, sp: sp, fp: sp + d.size, d: d})
 			sp += d.size
-			if j+1 < r.nframes {
+			if j+1 < r.Frames {
 				pc = img[sp/uint32(wordSize)-base-1]
 			}
 		}
 		next := base + frameWords
-		if r.outerBP != arch.NoBP {
+		if r.OuterBP != arch.NoBP {
 			if i == len(recs)-1 {
-				f.outerBP = int32(base + r.outerBP)
+				f.outerBP = int32(base + r.OuterBP)
 			} else {
 				nr := recs[i+1]
-				f.refs = append(f.refs, stackRef{at: base + r.outerBP, target: next*uint32(wordSize) + nr.bp0})
+				f.refs = append(f.refs, stackRef{at: base + r.OuterBP, target: next*uint32(wordSize) + nr.BP})
 			}
 		}
 		base = next

@@ -86,7 +86,7 @@ func testYieldLeavesOutItsFrame(t *testing.T, rare bool) {
 			t.Fatalf("rare=%v: resumed in mode %d, want %d", rare, c.sc.mode, mode)
 		}
 		recs := c.sc.chunk.records()
-		if fn := rt.FindFunc(recs[0].pc0 - 1).Name(); fn != enginePrefix+"yieldThrice" {
+		if fn := rt.FindFunc(recs[0].PC - 1).Name(); fn != enginePrefix+"yieldThrice" {
 			t.Fatalf("the innermost frozen frame continues in %s, want yieldThrice (Yield's caller)", fn)
 		}
 		runtime.GC()

@@ -165,9 +165,9 @@ func (c *scCont) prepareThaw() {
 	// Room for the first record, so that Thaw rarely has to grow the
 	// stack itself: a comparison when there is.
 	if top := c.chunk.MemTop; top > 0 {
-		// The image words of the last record (its header's -2 word), read
-		// without memory()'s slice: MemTop is within the array.
-		n := uint32(*(*uintptr)(unsafe.Add(c.chunk.Mem, (top-2)*wordSize)))
+		// The image words of the last record, read without memory()'s
+		// slice: MemTop is within the array.
+		n := arch.HeaderEnding(unsafe.Add(c.chunk.Mem, top*wordSize)).Words
 		// ensureStack, written out: one call when there is room.
 		if need := uintptr(n)*wordSize + 8<<10; arch.StackRoom() <= need+arch.ThawHeadroom {
 			growStackFor(need)

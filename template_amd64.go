@@ -80,7 +80,7 @@ type templateSet [2]atomic.Pointer[captureTemplate]
 // frozenBytes returns the bytes of stack a capture with t freezes: its
 // region less the outermost frame's arguments.
 func (t *captureTemplate) frozenBytes() uintptr {
-	return (uintptr(t.words) - t.tail[len(t.tail)-arch.RecordHeader]>>32) * wordSize
+	return (uintptr(t.words) - uintptr(arch.HeaderOf(t.tail).Args)) * wordSize
 }
 
 func templateSetOf(pcs []uintptr) *templateSet {
@@ -194,7 +194,7 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	copy((*[maxWords]uintptr)(unsafe.Add(im, uintptr(t.words)*wordSize))[:len(tail):len(tail)], tail)
 	for _, off := range t.deferAt {
 		if *(*byte)(unsafe.Add(im, off)) != 0 {
-			*(*uintptr)(unsafe.Add(im, (size-arch.RecordHeader)*wordSize)) |= arch.RecordDefers
+			arch.HeaderEnding(unsafe.Add(im, size*wordSize)).Flags |= arch.RecordDefers
 		}
 	}
 	c.MemTop = top + size
@@ -315,21 +315,24 @@ func (s *captureScratch) templateFor() *captureTemplate {
 		t.links[i-1] = bpLink{at: off/uint32(wordSize) - 2, next: (off+t.sizes[i])/uint32(wordSize) - 2}
 	}
 	ntab := (np + 1) / 2
-	t.tail = make([]uintptr, ntab+arch.RecordHeader)
+	t.tail = make([]uintptr, ntab+arch.RecordHeaderWords)
 	copy(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.tail))), np), t.ptrWords)
 	outerBP, bpFirst := uint32(arch.NoBP), uint32(0)
 	if s.outerBP >= 0 {
 		outerBP, bpFirst = uint32(s.outerBP), (s.frames[0].fp-2*uint32(wordSize))/uint32(wordSize)
 	}
 	size := len(s.words) + len(t.tail)
-	copy(t.tail[ntab:], []uintptr{
-		recordFlags(false, bpFirst, s.outerArgs/uint32(wordSize)),
-		uintptr(s.frames[0].fp-2*uint32(wordSize)) | uintptr(outerBP)<<32,
-		s.frames[0].pc,
-		uintptr(nf) << 32, // no references
-		uintptr(len(s.words)) | uintptr(np)<<32,
-		uintptr(size),
-	})
+	*arch.HeaderOf(t.tail) = arch.RecordHeader{
+		Flags:   recordFlags(false, bpFirst),
+		Args:    s.outerArgs / uint32(wordSize),
+		BP:      s.frames[0].fp - 2*uint32(wordSize),
+		OuterBP: outerBP,
+		PC:      s.frames[0].pc,
+		Frames:  uint32(nf), // no references
+		Words:   uint32(len(s.words)),
+		Ptrs:    uint32(np),
+		Len:     uintptr(size),
+	}
 	set.publish(t)
 	return t
 }

@@ -28,7 +28,8 @@ import (
 // writes. The engine embeds it first in its chunk.
 //
 // The chunk's records lie in Mem, the innermost last: MemTop words are in
-// use, and the last RecordHeader words of the last record are its header.
+// use, and the last RecordHeaderWords words of the last record are its
+// header (RecordHeader, in record_amd64.go).
 // A record holds the image of a run of frames, innermost first, then its
 // tables as uint32s: where each of its NP pointers goes (word indexes),
 // then NR (word index, byte offset) pairs of references into the record.
@@ -48,46 +49,6 @@ type Link struct {
 	// the frames.
 	Thawed uintptr
 }
-
-// RecordHeader is the number of words at the end of every record:
-//
-//	-1: the record's length in words, header included
-//	-2: image words | pointers<<32
-//	-3: references | frames<<32
-//	-4: the PC the innermost frame continues at
-//	-5: byte offset of the innermost frame's saved-BP slot | word index of
-//	    the outermost frame's saved BP<<32 (0xFFFFFFFF: none)
-//	-6: flags (RecordDefers: a frame has deferred calls pending) |
-//	    word index of the first frame's saved BP<<1 | argument words<<32
-//
-// The image ends with the outermost frame's arguments, which live in its
-// caller's frame: the argument area at the bottom of Thaw's frame, where
-// Thaw copies them, and from where it carries the results a returning
-// frame left there into the next record's innermost frame, its caller.
-//
-// The saved frame pointers are not references: the frames that save one
-// are the record's outermost ones (each links to its caller's slot, so the
-// caller of a frame that saves one saves one too), and in the
-// image each slot but the outermost holds the word index of the next,
-// from the first (-6) to the outermost's (-5). Thaw walks that chain and
-// turns each index into the address of the slot it names, which costs a
-// word per frame less than a reference. With no outermost saved BP there
-// is no chain.
-const RecordHeader = 6
-
-// BPShift is where the first saved BP's word index sits in the flags
-// word, above the flags, which may use only the bits below it.
-const BPShift = 1
-
-// MaxRecordArgs is the size of Thaw's argument area: a record's outermost
-// frame may have at most this many bytes of arguments and results.
-const MaxRecordArgs = 256
-
-// RecordDefers marks a record holding a frame with deferred calls pending.
-const RecordDefers = 1
-
-// NoBP marks a record whose outermost frame saves no frame pointer.
-const NoBP = 0xFFFFFFFF
 
 // ThawHeadroom is the stack Thaw leaves free below thawed frames: more than
 // a chain of NOSPLIT functions may use (the runtime's StackGuard).

@@ -89,9 +89,9 @@ next:
 TEXT ·thawPop(SB), NOSPLIT|NOFRAME, $0-0
 	MOVQ	Link_MemTop(R8), R9
 	MOVQ	Link_Mem(R8), R10
-	LEAQ	(R10)(R9*8), R11	// R11: the end of the last record
-	MOVLQZX	-16(R11), R13	// image words
-	MOVLQZX	-44(R11), AX	// of which argument words
+	LEAQ	-RecordHeader__size(R10)(R9*8), R11	// R11: the last record's header
+	MOVLQZX	RecordHeader_Words(R11), R13	// image words
+	MOVLQZX	RecordHeader_Args(R11), AX	// of which argument words
 	SUBQ	AX, R13
 	SHLQ	$3, R13	// R13: bytes of frames
 	LEAQ	8(SP), DI
@@ -103,10 +103,10 @@ TEXT ·thawPop(SB), NOSPLIT|NOFRAME, $0-0
 	ADDQ	$(const_ThawHeadroom+8), R12
 	CMPQ	DI, R12
 	JCS	short	// unsigned below: not enough room
-	MOVQ	-8(R11), SI
+	MOVQ	RecordHeader_Len(R11), SI
 	SHLQ	$3, SI
 	NEGQ	SI
-	ADDQ	R11, SI	// SI: the record's start
+	LEAQ	RecordHeader__size(R11)(SI*1), SI	// SI: the record's start
 	MOVQ	DI, R12	// R12: the base
 	MOVQ	0(SP), DX	// DX: BarrierPC (the copy overwrites 0(SP))
 	// The frames, eight words at a time through X15, then four, two and
@@ -180,7 +180,7 @@ cdone2:
 	MOVQ	R9, SI
 noprev:
 	// This record's outermost frame's arguments, into the argument area.
-	MOVLQZX	-44(R11), CX
+	MOVLQZX	RecordHeader_Args(R11), CX
 	MOVQ	CX, (8+PREV)(SP)
 	LEAQ	(8+ARGS)(SP), DI
 	TESTQ	CX, CX
@@ -195,7 +195,7 @@ cloop3:
 cdone3:
 	// SI now points at the tables.
 	// Live pointers out of the stack: the last np of Ptrs.
-	MOVLQZX	-12(R11), CX
+	MOVLQZX	RecordHeader_Ptrs(R11), CX
 	MOVQ	Link_PtrTop(R8), R9
 	SUBQ	CX, R9
 	MOVQ	R9, Link_PtrTop(R8)
@@ -213,7 +213,7 @@ ploop:
 	JNE	ploop
 pdone:
 	// Pointers into the record: base + offset.
-	MOVLQZX	-24(R11), CX
+	MOVLQZX	RecordHeader_Refs(R11), CX
 rloop:
 	TESTQ	CX, CX
 	JEQ	rdone
@@ -228,10 +228,10 @@ rdone:
 	// The saved frame pointers: each slot of the chain holds the word
 	// index of the next, up to the outermost's, which links to Thaw's
 	// frame below.
-	MOVLQZX	-36(R11), CX	// CX: the outermost's slot
+	MOVLQZX	RecordHeader_OuterBP(R11), CX	// CX: the outermost's slot
 	CMPQ	CX, $const_NoBP
 	JEQ	nobp
-	MOVLQZX	-48(R11), BX
+	MOVLQZX	RecordHeader_Flags(R11), BX
 	SHRQ	$const_BPShift, BX	// BX: the first slot
 bploop:
 	CMPQ	BX, CX
@@ -247,16 +247,16 @@ nobp:
 	// The outermost frame returns into Thaw.
 	MOVQ	DX, -8(R12)(R13*1)
 	// Pop the record and count it.
-	MOVQ	-8(R11), AX
+	MOVQ	RecordHeader_Len(R11), AX
 	SUBQ	AX, Link_MemTop(R8)
-	MOVLQZX	-20(R11), AX
+	MOVLQZX	RecordHeader_Frames(R11), AX
 	SHLQ	$32, AX
 	ADDQ	AX, Link_Thawed(R8)
-	MOVLQZX	-16(R11), AX
+	MOVLQZX	RecordHeader_Words(R11), AX
 	ADDQ	AX, Link_Thawed(R8)
-	MOVLQZX	-40(R11), R13
+	MOVLQZX	RecordHeader_BP(R11), R13
 	ADDQ	R12, R13	// R13: the innermost frame's BP
-	MOVQ	-32(R11), DX	// DX: where it continues
+	MOVQ	RecordHeader_PC(R11), DX	// DX: where it continues
 	MOVQ	(TLS), R14
 	XORPS	X15, X15
 	MOVQ	(8+RETHROW)(SP), AX
