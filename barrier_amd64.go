@@ -14,182 +14,10 @@ import (
 	"github.com/weftrt/weft/pinning"
 )
 
-// This file drives the destructive half of the stack-copying backend, whose
-// assembly is in package arch: arch.Enter is the entry trampoline a
-// continuation's frames (or, on a resume, its host frames) return into,
-// arch.JumpBack discards a captured region and returns to it, and
-// arch.Thaw is the return barrier, which copies the chunk's records back
-// one at a time as the frames above it return. scCont drives them;
-// engine_stackcopy_amd64.go drives scCont from Run and Yield.
-
-// scCont is the stack-copying state of a continuation: its chunk and the
-// flags that tell a thawed yield how to return. Cont embeds one; the
-// mechanism tests drive it alone.
-type scCont struct {
-	chunk stackChunk
-	body  func()
-	host  func() // makeHost's, made on the first resume
-
-	// rare is what only a refused yield or a panic at the barrier needs,
-	// made the first time: most continuations never need it, and every
-	// parked virtual thread has a continuation.
-	rare *scRare
-
-	mode    uint8 // how the host thaws: thawResume, or a rethrow* index
-	rethrow bool  // the host returned to raise thrown again
-	started bool
-	yielded bool // the last arch.Enter returned because of a yield
-	resumed bool // set before a thaw; scYield returns when it sees it
-	// elided: the last capture left out weft.Yield's frame (leave), and
-	// the resume calls yieldReturn where Yield returns, instead of
-	// setting resumed.
-	elided bool
-	done   bool
-	cancel bool
-}
-
-// maxKeptArrays bounds the bytes of stack-chunk arrays that a finished
-// record keeps for a Reset: a record that froze a deep stack once gives
-// its arrays back, rather than holding them for bodies that may never
-// need them.
-const maxKeptArrays = 2 << 10
-
-// finished drops what the record of a finished continuation no longer
-// needs: everything, or with keep everything but the chunk's arrays (if
-// at most maxKeptArrays bytes), emptied of every pointer they held, the
-// host closure and the body, for a Reset (which leaves them in place, and
-// the body too if it is the same: an executor resets its records to its
-// one body, and the pointer is then not stored twice per reuse, once nil
-// and once again, each store with its write barrier while the collector
-// marks).
-func (c *scCont) finished(keep bool) {
-	k := &c.chunk
-	if !keep || (uintptr(k.memLen)+uintptr(k.ptrsLen))*wordSize > maxKeptArrays {
-		*c = scCont{}
-		return
-	}
-	// Frames still frozen when the body ended (a panic that left them
-	// with nothing deferred) and records thawed since the last capture
-	// both leave pointers there.
-	clear(k.pointers()[:max(uint32(k.PtrTop), k.ptrHigh)])
-	// The rest field by field, and a pointer only if set: while the
-	// collector marks, a struct assignment runs its bulk write barrier
-	// over every pointer slot of the struct, set or not, and a virtual
-	// thread's record ends once per virtual thread (skynet, on 16 CPUs:
-	// 3% of its CPU time in this function's barrier).
-	// TestFinishedKeepsOnlyArrays fails if a field is added and not
-	// cleared here.
-	k.TopOff, k.MemTop, k.PtrTop, k.Thawed = 0, 0, 0, 0
-	k.ptrHigh, k.unwound = 0, 0
-	if k.tmpl != nil {
-		k.tmpl = nil
-	}
-	if c.rare != nil {
-		c.rare = nil
-	}
-	c.mode, c.rethrow, c.started, c.yielded = 0, false, false, false
-	c.resumed, c.elided, c.done, c.cancel = false, false, false, false
-}
-
-// scRare is the part of a scCont that only a refused yield or a panic at
-// the return barrier needs.
-type scRare struct {
-	err error // why the last yield could not suspend (scYield)
-
-	// What the yield returns when it is thawed next: the freeze of an
-	// enclosing continuation failed (pinErr), or the continuation was
-	// abandoned and must unwind (scCont.cancel).
-	pinErr *errPinned
-
-	// thrown is a panic that crossed the return barrier while frozen
-	// frames still had deferred calls pending: frozenPanic raises it again
-	// in the innermost of them.
-	thrown any
-
-	// crossed is the value of the panic that last reached the barrier as
-	// raised (not raised again by frozenPanic), and crossedStack the
-	// goroutine's stack at that moment, with the frames it had unwound
-	// (Cont.PanicStack). A panic raised again keeps them as they are, and
-	// a continuation that ends by a panic hands them to its parent, whose
-	// barrier the panic may cross next; a yield drops them.
-	crossed      any
-	crossedStack []byte
-}
-
-// dropCrossed forgets the panic recorded at the barrier (scRare.crossed).
-func (r *scRare) dropCrossed() {
-	if r.crossedStack != nil {
-		r.crossed, r.crossedStack = nil, nil
-	}
-}
-
-// rareState returns c.rare, made if need be.
-func (c *scCont) rareState() *scRare {
-	if c.rare == nil {
-		c.rare = new(scRare)
-	}
-	return c.rare
-}
-
-// refusal returns why the last scYield did not suspend, or nil.
-func (c *scCont) refusal() error {
-	if c.rare == nil {
-		return nil
-	}
-	return c.rare.err
-}
-
-// run runs or resumes c until it yields or its body returns.
-//
-//go:noinline
-func (c *scCont) run() {
-	c.yielded = false
-	if !c.started {
-		c.started = true
-		arch.Enter(&c.chunk.Link, c.body)
-	} else {
-		c.prepareThaw()
-		arch.Enter(&c.chunk.Link, c.host)
-		c.rethrowLoop()
-	}
-	if !c.yielded {
-		c.done = true
-	}
-}
-
-// prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
-func (c *scCont) prepareThaw() {
-	if c.host == nil {
-		c.host = c.makeHost()
-	}
-	// Room for the first record, so that Thaw rarely has to grow the
-	// stack itself: a comparison when there is.
-	if top := c.chunk.MemTop; top > 0 {
-		// The image words of the last record, read without memory()'s
-		// slice: MemTop is within the array.
-		n := arch.HeaderEnding(unsafe.Add(c.chunk.Mem, top*wordSize)).Words
-		// ensureStack, written out: one call when there is room.
-		if need := uintptr(n)*wordSize + 8<<10; arch.StackRoom() <= need+arch.ThawHeadroom {
-			growStackFor(need)
-		}
-	}
-	if c.elided {
-		// The innermost frame continues where its Yield call returns,
-		// with Yield's usual results, (target, nil), in the result
-		// registers (makeHost); or, if the freeze of an enclosing
-		// continuation may have failed (rare holds why) or this one was
-		// abandoned, as if it had called yieldReturn there (arch.Thaw's
-		// rethrow), which tells.
-		c.elided = false
-		c.mode = thawYield
-		if c.rare != nil || c.cancel {
-			c.mode = rethrowYieldReturn
-		}
-		return
-	}
-	c.mode = thawResume
-	c.resumed = true
-}
+// This file is the Go side of the return barrier (arch.Thaw): a panic or
+// runtime.Goexit that crosses it with frozen frames still holding deferred
+// calls, and the results a thawed frame continues with (the rethrow
+// entries). The barrier's assembly is in arch/switch_amd64.s.
 
 // rethrowLoop follows arch.Enter(&c.chunk.Link, c.host): while the host
 // returned because a panic crossed the barrier and was recovered there
@@ -204,34 +32,6 @@ func (c *scCont) rethrowLoop() {
 		arch.Enter(&c.chunk.Link, c.host)
 	}
 }
-
-// makeHost returns what arch.Enter calls on a resume: the one frame
-// between Enter and the return barrier. It runs arch.Thaw as c.mode says,
-// which thaws the chunk's records as the frames above it return, and returns
-// when the body's outermost frame returns into the barrier. A panic that
-// crosses the barrier while frozen frames have deferred calls pending is
-// recovered by crossing, and the host returns with c.rethrow set; a
-// runtime.Goexit crossing it never returns. It is a closure, not a method
-// value, so that it is one frame, not two.
-func (c *scCont) makeHost() func() {
-	return func() {
-		finished := false
-		defer c.crossing(&finished)
-		var ret unsafe.Pointer // a nil error, as a capture returns
-		if c.mode == thawYield {
-			// Yield's first result, the continuation it suspended: c is
-			// a Cont's (only Yield elides its frame), whose target it
-			// is. Thaw's arguments keep it visible to the collector.
-			ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contSC)).target)
-		}
-		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
-		finished = true
-	}
-}
-
-// contSC is the offset of a Cont's stack-copying state: the Cont whose
-// scCont is at s is at s less contSC.
-const contSC = int(unsafe.Offsetof(Cont{}.sc))
 
 // crossing runs when the host frame unwinds. A panic or runtime.Goexit
 // that reaches the barrier must still run the deferred calls of the frames
@@ -393,10 +193,6 @@ func yieldReturn() (*Cont, *pinning.Error) {
 	return t, nil
 }
 
-// scYieldCounts, if set (by tests, whose scYield records belong to no
-// Cont), is where scYield's captures count what they froze.
-var scYieldCounts *counters
-
 // How the host thaws the next record (scCont.mode): thawResume continues
 // its innermost frame as if its call (to capture) had returned nil;
 // thawYield as if its call to Yield, which the capture left out, had
@@ -421,71 +217,42 @@ var rethrowPCs = [...]uintptr{
 	rethrowGoexitPanic: reflect.ValueOf(frozenGoexitPanic).Pointer(),
 }
 
-// scYield suspends the running scCont: it captures the frames from its own
-// up to arch.Enter's and jumps back. When the continuation is thawed, the
-// capture call "returns" again, with c.resumed set, and scYield returns.
-// It returns false, suspending nothing, if the region cannot be captured.
+// scAborted ends c, whose body panicked or called runtime.Goexit while
+// scMount ran it: it unbinds c if it is still bound (the unwinding may
+// have begun between an unbinding and the next binding, in a yield to an
+// enclosing scope), and hands on the panic c's barrier recorded. Only
+// scMount's deferred call calls it, on the calling goroutine.
 //
 //go:noinline
-func scYield(c *scCont) bool {
-	err := c.chunk.capture(scEntry, false, scYieldCounts)
-	if c.resumed {
-		c.resumed = false
-		return true
+func (c *Cont) scAborted() {
+	if l := gls.Current(); l == &c.local {
+		// The goroutine's slot, from binding c again, and what the
+		// binding replaced, which scMount kept in c.parentC.
+		slot, _ := gls.Push(l)
+		c.scUnmount(slot, (*gls.Local)(unsafe.Pointer(c.parentC)))
 	}
-	if err != nil {
-		c.rareState().err = err
-		return false
-	}
-	c.yielded, c.elided = true, false
-	arch.JumpBack(c.chunk.TopOff)
-	panic("unreachable: arch.JumpBack returned")
+	c.handCrossed()
+	c.finish()
 }
 
-// settle finishes a capture that its caller made of its own frame (the
-// capture call is settle's argument). Right after the capture it jumps
-// back, the region being frozen, or reports why nothing was suspended.
-// When the region is thawed and the capture call "returns" again, it
-// reports why the continuation was resumed: cancelled if it was abandoned
-// and must unwind, pe if the freeze of an enclosing continuation failed.
-func (s *scCont) settle(err error) (cancelled bool, pe *errPinned) {
-	if s.resumed {
-		s.resumed = false
-		if s.rare != nil && s.rare.pinErr != nil {
-			return false, s.takePinErr()
-		}
-		return s.cancel, nil
+// handCrossed gives the panic c's barrier recorded (scRare.crossed) to
+// the continuation whose body mounted c, as c ends by a panic: if that
+// panic is the one raised again at c's barrier, it goes on into the
+// parent's frames, and may reach the parent's barrier raised again, as
+// far as that barrier can tell. It also keeps it for the deferred calls
+// of Run's caller, which see it raised again too, without the frames
+// where it began: c.pt, which this backend does not otherwise use, holds
+// it past finish (which drops c.sc.rare) for scPanicStack, as the
+// portable backend keeps the panic that ended a body for Run's caller.
+func (c *Cont) handCrossed() {
+	r, p := c.sc.rare, c.parentC
+	if r == nil || r.crossedStack == nil {
+		return
 	}
-	if err != nil {
-		return false, refused(err)
+	c.pt = &portableState{panicked: r.crossed, panicStack: r.crossedStack}
+	if p == nil {
+		return
 	}
-	s.yielded, s.elided = true, false
-	arch.JumpBack(s.chunk.TopOff)
-	panic("unreachable: arch.JumpBack returned")
-}
-
-// leave finishes a capture that weft.Yield made from its caller's frame
-// (the capture call is leave's argument): it jumps back, the region being
-// frozen, or reports why nothing was suspended. The capture call never
-// "returns" again: the resume continues the caller of Yield through
-// yieldReturn.
-func (s *scCont) leave(err error) *errPinned {
-	if err != nil {
-		return refused(err)
-	}
-	s.yielded, s.elided = true, true
-	arch.JumpBack(s.chunk.TopOff)
-	panic("unreachable: arch.JumpBack returned")
-}
-
-// growStackFor grows the goroutine's stack to at least n bytes below the
-// caller's frame, the ordinary way, by calling down.
-//
-//go:noinline
-func growStackFor(n uintptr) byte {
-	var pad [1024]byte
-	if n <= uintptr(len(pad)) {
-		return pad[0]
-	}
-	return growStackFor(n-uintptr(len(pad))) + pad[n%uintptr(len(pad))]
+	pr := p.sc.rareState()
+	pr.crossed, pr.crossedStack = r.crossed, r.crossedStack
 }

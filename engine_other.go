@@ -45,13 +45,6 @@ func stackCopyCheck() error                             { panic(noStackCopy) }
 
 const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"
 
-// countRun counts a Run.
-func (c *Cont) countRun() {
-	if n := c.counters(); n != nil {
-		n.runs.Add(1)
-	}
-}
-
 // scMount is Run, which here only calls acquire.
 func (c *Cont) scMount(owner any) {
 	if c.acquire(owner) {

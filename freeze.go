@@ -3,7 +3,6 @@ package weft
 import (
 	"fmt"
 	"runtime"
-	"strings"
 
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
@@ -11,13 +10,11 @@ import (
 	"github.com/weftrt/weft/scope"
 )
 
-// This file is the yield path: find the continuation a Yield names, decide
-// whether it may be suspended, and suspend it together with every
-// continuation nested inside it. On the portable backend "freezing" a
-// continuation means parking its body goroutine; on the stack-copying
-// backend it means copying its frames into its stack chunk (capture, from
-// Yield's caller's frame: Yield's own is left out, and yieldReturn makes
-// its results on the resume).
+// This file is the yield path shared by both backends: find the
+// continuation a Yield names, decide whether it may be suspended, and
+// suspend it with every continuation nested inside it. The stack-copying
+// freeze driver is in freeze_amd64.go, the copy itself in capture_amd64.go;
+// the portable backend parks the body goroutine (portable.go).
 
 // Yield suspends the innermost continuation of scope s mounted on the
 // calling goroutine, and every continuation nested inside it, and returns
@@ -191,82 +188,4 @@ func nilScope(op string) error {
 //go:noinline
 func notInScope(s *scope.Scope) error {
 	return fmt.Errorf("continuation.Yield(%v): %w (Yield must be called from the body of a running continuation of that scope, on the goroutine that runs it)", s, ErrNotInScope)
-}
-
-// portableLocked reports a yield to t that the portable backend must refuse
-// because a goroutine it would park is running a cgo callback, and so is
-// locked to its OS thread: the runtime's coroutine switch kills the process
-// when a locked goroutine switches to one whose locking differs. It checks
-// the calling goroutine (cur's body) and the goroutines of the enclosing
-// continuations up to t, which recorded their state when they called Run.
-// Without cgo calls there is nothing to check.
-//
-//go:noinline
-func portableLocked(cur, t *Cont) *pinning.Error {
-	if runtime.NumCgoCall() == 0 {
-		return nil
-	}
-	if pc := cgoCallbackPC(); pc != 0 {
-		return t.pinnedYield(pinning.NativeFrame, pc)
-	}
-	for x := cur; x != t; x = x.parent() {
-		if x.pt != nil && x.pt.callerCgoPC != 0 {
-			return t.pinnedYield(pinning.NativeFrame, x.pt.callerCgoPC)
-		}
-	}
-	return nil
-}
-
-// cgoCallbackPC returns the PC of a cgo callback frame on the calling
-// goroutine's stack, or 0 if there is none.
-func cgoCallbackPC() uintptr {
-	if runtime.NumCgoCall() == 0 {
-		return 0
-	}
-	// A goroutine running a callback from C is locked to its thread; one
-	// that is not locked has none on its stack, and the walk below (a few
-	// microseconds, more on deep stacks) is not needed. Any program linked
-	// with cgo has made a cgo call by the time main runs, so without this
-	// every Run and Yield on the portable backend paid for the walk.
-	if locked, ok := rt.Locked(); ok && !locked {
-		return 0
-	}
-	return cgoCallbackWalk()
-}
-
-// cgoCallbackWalk is cgoCallbackPC's walk of the stack, a function of its
-// own: its frame is large, and Yield on the portable backend runs near the
-// top of a body goroutine's small stack.
-//
-//go:noinline
-func cgoCallbackWalk() uintptr {
-	pcs := make([]uintptr, 64)
-	for {
-		n := runtime.Callers(2, pcs)
-		frames := runtime.CallersFrames(pcs[:n])
-		for {
-			f, more := frames.Next()
-			if strings.HasPrefix(f.Function, "runtime.cgocallback") {
-				return f.PC + 1 // a return address, as Frame reports
-			}
-			if !more {
-				break
-			}
-		}
-		if n < len(pcs) {
-			return 0
-		}
-		pcs = make([]uintptr, 2*len(pcs))
-	}
-}
-
-// suspend (portable backend) parks c's body goroutine as part of a yield to t (c itself or a
-// continuation enclosing it) and returns when c is resumed. It reports
-// whether c was abandoned instead, in which case the caller must unwind.
-func (c *Cont) suspend(t *Cont) (cancelled bool) {
-	c.target = t
-	if n := c.counters(); n != nil {
-		n.yields.Add(1)
-	}
-	return c.park()
 }

@@ -2,11 +2,11 @@ package weft
 
 import (
 	"iter"
-	"reflect"
 	"runtime"
 	"runtime/debug"
 	"strings"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
@@ -300,147 +300,144 @@ func (c *Cont) park() (cancelled bool) {
 	}
 }
 
-// Abandon ends a suspended continuation that nobody can resume any more: its
-// body unwinds as if by runtime.Goexit, running its deferred calls, on an
-// internal goroutine (on the portable backend its body goroutine, switched
-// into; on the stack-copying one a fresh goroutine the frozen frames are
-// thawed onto), which then exits. Package continuation calls it from a
-// cleanup when the handle of a suspended continuation becomes unreachable.
-// It does nothing unless c is suspended.
-func (c *Cont) Abandon() {
-	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
-		go func() {
-			defer c.finish()
-			if !useStackCopy {
-				// A body that ends locked leaves the lock to this
-				// goroutine (takeLocks), which ends with it.
-				defer c.pt.takeLocks()
-			}
-			if useStackCopy {
-				c.scCancel()
-				return
-			}
-			// No Run mounts it: its body unwinds inside nothing, as on
-			// scCancel's fresh goroutine. Left unresolved, its parent
-			// would be read from the goroutine that last ran it
-			// (Cont.parent), and the deferred calls would see that
-			// goroutine's continuations, running elsewhere, as their
-			// own: scheduler.Current would name a virtual thread that
-			// another carrier is running.
-			c.parentC, c.parentResolved = nil, true
-			c.cancel()
-		}()
-	}
-}
-
-// cancel makes c's body goroutine unwind and exit. The runtime then
-// propagates the Goexit to the calling goroutine (as iter.Pull does), so
-// cancel never returns normally while the body is alive.
-func (c *Cont) cancel() {
-	c.state.Store(int32(stCancelling))
-	for c.switchIn(reqCancel) {
-		// A deferred call yielded while unwinding; keep cancelling.
-	}
-}
-
-// StackTrace returns the frames of a suspended continuation, innermost
-// first, from the yield point down to the body function; frames of nested
-// continuations suspended with it come first. It returns nil if c is not
-// suspended (never run, running, or done).
-func (c *Cont) StackTrace() []runtime.Frame {
-	if !c.state.CompareAndSwap(int32(stSuspended), int32(stTracing)) {
+// portableLocked reports a yield to t that the portable backend must refuse
+// because a goroutine it would park is running a cgo callback, and so is
+// locked to its OS thread: the runtime's coroutine switch kills the process
+// when a locked goroutine switches to one whose locking differs. It checks
+// the calling goroutine (cur's body) and the goroutines of the enclosing
+// continuations up to t, which recorded their state when they called Run.
+// Without cgo calls there is nothing to check.
+//
+//go:noinline
+func portableLocked(cur, t *Cont) *pinning.Error {
+	if runtime.NumCgoCall() == 0 {
 		return nil
 	}
-	defer c.state.Store(int32(stSuspended))
-	if useStackCopy {
-		return c.scTrace()
+	if pc := cgoCallbackPC(); pc != 0 {
+		return t.pinnedYield(pinning.NativeFrame, pc)
 	}
-	c.switchIn(reqTrace)
-	frames := c.pt.trace
-	c.pt.trace = nil
-	return frames
+	for x := cur; x != t; x = x.parent() {
+		if x.pt != nil && x.pt.callerCgoPC != 0 {
+			return t.pinnedYield(pinning.NativeFrame, x.pt.callerCgoPC)
+		}
+	}
+	return nil
 }
 
-// collectTrace runs on the body goroutine, parked, and records its frames.
-func (c *Cont) collectTrace() {
-	var frames []runtime.Frame
-	if ch := c.child; ch != nil {
-		ch.switchIn(reqTrace)
-		frames, ch.pt.trace = ch.pt.trace, nil
+// cgoCallbackPC returns the PC of a cgo callback frame on the calling
+// goroutine's stack, or 0 if there is none.
+func cgoCallbackPC() uintptr {
+	if runtime.NumCgoCall() == 0 {
+		return 0
 	}
+	// A goroutine running a callback from C is locked to its thread; one
+	// that is not locked has none on its stack, and the walk below (a few
+	// microseconds, more on deep stacks) is not needed. Any program linked
+	// with cgo has made a cgo call by the time main runs, so without this
+	// every Run and Yield on the portable backend paid for the walk.
+	if locked, ok := rt.Locked(); ok && !locked {
+		return 0
+	}
+	return cgoCallbackWalk()
+}
+
+// cgoCallbackWalk is cgoCallbackPC's walk of the stack, a function of its
+// own: its frame is large, and Yield on the portable backend runs near the
+// top of a body goroutine's small stack.
+//
+//go:noinline
+func cgoCallbackWalk() uintptr {
 	pcs := make([]uintptr, 64)
 	for {
-		n := runtime.Callers(1, pcs)
+		n := runtime.Callers(2, pcs)
+		frames := runtime.CallersFrames(pcs[:n])
+		for {
+			f, more := frames.Next()
+			if strings.HasPrefix(f.Function, "runtime.cgocallback") {
+				return f.PC + 1 // a return address, as Frame reports
+			}
+			if !more {
+				break
+			}
+		}
 		if n < len(pcs) {
-			pcs = pcs[:n]
-			break
+			return 0
 		}
 		pcs = make([]uintptr, 2*len(pcs))
 	}
-	c.pt.trace = append(frames, userFrames(pcs)...)
 }
 
-// The engine recognises its own frames, and those of packages continuation
-// and scheduler, by their functions' names in the runtime's tables. The
-// module path in those names comes from functions' own names rather than
-// from a string literal, so that a copy of the module under another path
-// (a fork, a renamed vendored copy) still recognises every one of them.
-// The linker escapes the dots of the last element of a package path
-// ("example.com/weft.v1" names its functions "example.com/weft%2ev1.F"),
-// so this package's prefix comes from one of its own functions and the
-// module path from a subpackage's (pinning.Do's). The function is
-// nameAnchor, which calls nothing, so that these variables depend on
-// nothing else of the engine's.
-var (
-	// enginePrefix is the prefix of the names of this package's functions:
-	// the module path, escaped as the linker does, and a dot.
-	enginePrefix = strings.TrimSuffix(funcName(nameAnchor), "nameAnchor")
-	// modulePath is the module's path, which the names of the functions of
-	// its other packages start with.
-	modulePath = strings.TrimSuffix(funcName(pinning.Do), "/pinning.Do")
-	// yieldName is weft.Yield's name in the runtime's tables.
-	yieldName = enginePrefix + "Yield"
-	// contYieldName is continuation.Yield's name, which calls weft.Yield.
-	contYieldName = modulePath + "/continuation.Yield"
-)
-
-// nameAnchor is the function whose name gives enginePrefix.
-func nameAnchor() {}
-
-// funcName returns the name of the function f (a func value of a
-// top-level function or method expression) in the runtime's tables.
-func funcName(f any) string {
-	return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
+// suspend parks c's body goroutine as part of a yield to t (c itself or
+// a continuation enclosing it) and returns when c is resumed. It reports
+// whether c was abandoned instead, in which case the caller must unwind.
+func (c *Cont) suspend(t *Cont) (cancelled bool) {
+	c.target = t
+	if n := c.counters(); n != nil {
+		n.yields.Add(1)
+	}
+	return c.park()
 }
 
-// internalFrame reports whether fn belongs to the engine or to the runtime
-// machinery that runs a body goroutine.
-func internalFrame(fn string) bool {
-	return strings.HasPrefix(fn, enginePrefix) || strings.HasPrefix(fn, "runtime.") ||
-		strings.HasPrefix(fn, "iter.")
-}
-
-// userFrames turns the PCs of a parked body goroutine into the frames a
-// user cares about: it drops the engine's frames above the yield point
-// (and continuation.Yield itself) and stops at the engine frame that
-// called the body.
-func userFrames(pcs []uintptr) []runtime.Frame {
-	var out []runtime.Frame
-	frames := runtime.CallersFrames(pcs)
-	top := true
-	for {
-		f, more := frames.Next()
-		switch {
-		case top && (internalFrame(f.Function) || f.Function == contYieldName):
-			// above the yield point
-		case internalFrame(f.Function):
-			return out // the body's caller
-		default:
-			top = false
-			out = append(out, f)
+// mounted runs c, just moved to mounted by acquire, on the portable
+// backend: it switches into c's body goroutine until the body finishes,
+// panics or exits, or c is suspended by a yield to its own scope.
+func (c *Cont) mounted(owner any) {
+	c.owner = owner
+	c.parentC, c.parentResolved = nil, false
+	if c.pt == nil {
+		c.start()
+	}
+	c.pt.callerG = arch.G()
+	c.pt.callerCgoPC = cgoCallbackPC()
+	if n := c.counters(); n != nil {
+		n.runs.Add(1)
+	}
+	normal := false
+	defer func() {
+		if !normal { // the body panicked or called runtime.Goexit
+			c.pt.takeLocks()
+			duringGoexit := c.pt.died && c.pt.duringGoexit
+			c.handPanic()
+			c.finish()
+			if duringGoexit {
+				if r := recover(); r != nil {
+					raiseDuringGoexit(r)
+				}
+			}
 		}
-		if !more {
-			return out
+	}()
+	finished := c.resume()
+	normal = true
+	if finished {
+		c.pt.takeLocks()
+		c.finish()
+		return
+	}
+	c.owner = nil
+	c.state.Store(int32(stSuspended))
+}
+
+// resume switches into c's body goroutine until the body finishes (true)
+// or c is suspended by a yield to its own scope (false). A yield to an
+// enclosing scope is passed on to the parent, and c is resumed when the
+// parent is.
+func (c *Cont) resume() (finished bool) {
+	for {
+		if !c.switchIn(reqResume) {
+			return true
+		}
+		t := c.target
+		if t == c {
+			return false
+		}
+		// The yield named an enclosing scope: this goroutine runs the
+		// parent's body, so suspend the parent too, with c inside it.
+		p := c.parent()
+		p.child = c
+		cancelled := p.suspend(t)
+		p.child = nil
+		if cancelled {
+			c.cancel() // unwinds c's body, then this goroutine; does not return
 		}
 	}
 }

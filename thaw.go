@@ -3,15 +3,12 @@ package weft
 import (
 	"fmt"
 	"runtime"
-
-	"github.com/weftrt/weft/arch"
 )
 
-// This file is the resume path: mount a continuation on the calling
-// goroutine and run it until it finishes or is suspended again. On the
-// portable backend "thawing" means switching into the body goroutine; on
-// the stack-copying backend it means copying the frames in the stack chunk
-// back onto the calling goroutine (scResume).
+// This file is the resume path shared by both backends: Run, and the
+// moves of a continuation's state into and out of mounted. The
+// stack-copying mount loop is in thaw_amd64.go, the portable one in
+// portable.go.
 
 // Run mounts c on the calling goroutine and runs it until its body returns
 // or it is suspended by a yield to its own scope. owner is the API-level
@@ -69,74 +66,6 @@ func (c *Cont) mountedError() error {
 		return fmt.Errorf("continuation.Run on %v: %w: Run called from inside the continuation's own body", c.scope, ErrMounted)
 	}
 	return fmt.Errorf("continuation.Run on %v: %w: it is running on another goroutine, or suspended inside an enclosing continuation (resume that one instead)", c.scope, ErrMounted)
-}
-
-func (c *Cont) mounted(owner any) {
-	c.owner = owner
-	c.parentC, c.parentResolved = nil, false
-	if !useStackCopy {
-		if c.pt == nil {
-			c.start()
-		}
-		c.pt.callerG = arch.G()
-		c.pt.callerCgoPC = cgoCallbackPC()
-	}
-	c.countRun()
-	normal := false
-	defer func() {
-		if !normal { // the body panicked or called runtime.Goexit
-			if c.pt != nil {
-				c.pt.takeLocks()
-			}
-			duringGoexit := c.pt != nil && c.pt.died && c.pt.duringGoexit
-			c.handPanic()
-			c.finish()
-			if duringGoexit {
-				if r := recover(); r != nil {
-					raiseDuringGoexit(r)
-				}
-			}
-		}
-	}()
-	finished := c.resume()
-	normal = true
-	if finished {
-		c.pt.takeLocks()
-		c.finish()
-		return
-	}
-	c.owner = nil
-	c.state.Store(int32(stSuspended))
-}
-
-// resume switches into c's body until the body finishes (true) or c is
-// suspended by a yield to its own scope (false). A yield to an enclosing
-// scope is passed on to the parent, and c is resumed when the parent is.
-func (c *Cont) resume() (finished bool) {
-	if useStackCopy {
-		return c.scResume()
-	}
-	if c.pt == nil {
-		c.start()
-	}
-	for {
-		if !c.switchIn(reqResume) {
-			return true
-		}
-		t := c.target
-		if t == c {
-			return false
-		}
-		// The yield named an enclosing scope: this goroutine runs the
-		// parent's body, so suspend the parent too, with c inside it.
-		p := c.parent()
-		p.child = c
-		cancelled := p.suspend(t)
-		p.child = nil
-		if cancelled {
-			c.cancel() // unwinds c's body, then this goroutine; does not return
-		}
-	}
 }
 
 // finish marks c done and drops what it no longer needs.

@@ -3,21 +3,17 @@
 package weft
 
 import (
-	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
-
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
-	"github.com/weftrt/weft/pinning"
 )
 
-// This file drives the stack-copying mechanism from the engine: Run enters
-// or thaws a continuation on the calling goroutine, Yield freezes it into
-// its chunk and jumps back, and a yield to an enclosing scope freezes each
-// continuation on the way out into its own chunk, innermost first.
+// This file is the stack-copying backend's mount loop: Run enters or
+// thaws a continuation on the calling goroutine, and a yield to an
+// enclosing scope freezes each continuation on the way out into its own
+// chunk, innermost first.
 //
 // The calling goroutine's stack, while continuation B runs nested in A,
 // both resumed at least once:
@@ -128,46 +124,6 @@ func (c *Cont) scMount(owner any) {
 	c.state.Store(int32(stSuspended))
 }
 
-// scAborted ends c, whose body panicked or called runtime.Goexit while
-// scMount ran it: it unbinds c if it is still bound (the unwinding may
-// have begun between an unbinding and the next binding, in a yield to an
-// enclosing scope), and hands on the panic c's barrier recorded. Only
-// scMount's deferred call calls it, on the calling goroutine.
-//
-//go:noinline
-func (c *Cont) scAborted() {
-	if l := gls.Current(); l == &c.local {
-		// The goroutine's slot, from binding c again, and what the
-		// binding replaced, which scMount kept in c.parentC.
-		slot, _ := gls.Push(l)
-		c.scUnmount(slot, (*gls.Local)(unsafe.Pointer(c.parentC)))
-	}
-	c.handCrossed()
-	c.finish()
-}
-
-// handCrossed gives the panic c's barrier recorded (scRare.crossed) to
-// the continuation whose body mounted c, as c ends by a panic: if that
-// panic is the one raised again at c's barrier, it goes on into the
-// parent's frames, and may reach the parent's barrier raised again, as
-// far as that barrier can tell. It also keeps it for the deferred calls
-// of Run's caller, which see it raised again too, without the frames
-// where it began: c.pt, which this backend does not otherwise use, holds
-// it past finish (which drops c.sc.rare) for scPanicStack, as the
-// portable backend keeps the panic that ended a body for Run's caller.
-func (c *Cont) handCrossed() {
-	r, p := c.sc.rare, c.parentC
-	if r == nil || r.crossedStack == nil {
-		return
-	}
-	c.pt = &portableState{panicked: r.crossed, panicStack: r.crossedStack}
-	if p == nil {
-		return
-	}
-	pr := p.sc.rareState()
-	pr.crossed, pr.crossedStack = r.crossed, r.crossedStack
-}
-
 // scResume runs c on the calling goroutine until its body finishes (true)
 // or it is suspended by a yield to its own scope (false). scCancel uses it;
 // Run uses scMount.
@@ -258,117 +214,94 @@ func (c *Cont) unmountCounted() {
 	}
 }
 
-// bump adds n to a counter of a continuation that the calling goroutine
-// has mounted: the counter's only writer. It is a plain load and store,
-// not a locked add (a round trip bumps six counters); Stats reads the
-// counters with atomic loads, which on amd64 see either the old or the new
-// value of an aligned word.
-func bump(p *atomic.Uint64, n uint64) {
-	w := (*uint64)(unsafe.Pointer(p))
-	*w += n
-}
-
-// froze counts a capture of frames frames and bytes bytes of stack, which
-// took the fast path if templated, if n is not nil.
-func (n *counters) froze(frames int, bytes uintptr, templated bool) {
-	if n == nil {
-		return
+// run runs or resumes c until it yields or its body returns.
+//
+//go:noinline
+func (c *scCont) run() {
+	c.yielded = false
+	if !c.started {
+		c.started = true
+		arch.Enter(&c.chunk.Link, c.body)
+	} else {
+		c.prepareThaw()
+		arch.Enter(&c.chunk.Link, c.host)
+		c.rethrowLoop()
 	}
-	bump(&n.framesFrozen, uint64(frames))
-	bump(&n.bytesFrozen, uint64(bytes))
-	if templated {
-		bump(&n.templated, 1)
+	if !c.yielded {
+		c.done = true
 	}
 }
 
-// countYields counts, once the whole freeze has succeeded, a yield of c
-// and of every continuation suspended inside it. (Each capture counted
-// what it froze as it froze it: a freeze that fails in an enclosing
-// continuation after the inner ones were captured still copied their
-// frames, and thaws them back.)
-func (c *Cont) countYields() {
-	for x := c; x != nil; x = x.child {
-		if n := x.counters(); n != nil {
-			bump(&n.yields, 1)
+// prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
+func (c *scCont) prepareThaw() {
+	if c.host == nil {
+		c.host = c.makeHost()
+	}
+	// Room for the first record, so that Thaw rarely has to grow the
+	// stack itself: a comparison when there is.
+	if top := c.chunk.MemTop; top > 0 {
+		// The image words of the last record, read without memory()'s
+		// slice: MemTop is within the array.
+		n := arch.HeaderEnding(unsafe.Add(c.chunk.Mem, top*wordSize)).Words
+		// ensureStack, written out: one call when there is room.
+		if need := uintptr(n)*wordSize + 8<<10; arch.StackRoom() <= need+arch.ThawHeadroom {
+			growStackFor(need)
 		}
 	}
+	if c.elided {
+		// The innermost frame continues where its Yield call returns,
+		// with Yield's usual results, (target, nil), in the result
+		// registers (makeHost); or, if the freeze of an enclosing
+		// continuation may have failed (rare holds why) or this one was
+		// abandoned, as if it had called yieldReturn there (arch.Thaw's
+		// rethrow), which tells.
+		c.elided = false
+		c.mode = thawYield
+		if c.rare != nil || c.cancel {
+			c.mode = rethrowYieldReturn
+		}
+		return
+	}
+	c.mode = thawResume
+	c.resumed = true
 }
 
-// scSuspend freezes c, from its caller's frame up to c's return barrier or
-// entry trampoline, as part of a yield to t that an inner continuation
-// made, and returns when c is thawed: cancelled if c was abandoned
-// meanwhile and must unwind. If c cannot be frozen, it returns at once
-// with the reason, and nothing is suspended. weft.Yield freezes the
-// continuation it suspends first from its own caller's frame instead
-// (scCont.leave).
+// makeHost returns what arch.Enter calls on a resume: the one frame
+// between Enter and the return barrier. It runs arch.Thaw as c.mode says,
+// which thaws the chunk's records as the frames above it return, and returns
+// when the body's outermost frame returns into the barrier. A panic that
+// crosses the barrier while frozen frames have deferred calls pending is
+// recovered by crossing, and the host returns with c.rethrow set; a
+// runtime.Goexit crossing it never returns. It is a closure, not a method
+// value, so that it is one frame, not two.
+func (c *scCont) makeHost() func() {
+	return func() {
+		finished := false
+		defer c.crossing(&finished)
+		var ret unsafe.Pointer // a nil error, as a capture returns
+		if c.mode == thawYield {
+			// Yield's first result, the continuation it suspended: c is
+			// a Cont's (only Yield elides its frame), whose target it
+			// is. Thaw's arguments keep it visible to the collector.
+			ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contSC)).target)
+		}
+		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
+		finished = true
+	}
+}
+
+// contSC is the offset of a Cont's stack-copying state: the Cont whose
+// scCont is at s is at s less contSC.
+const contSC = int(unsafe.Offsetof(Cont{}.sc))
+
+// growStackFor grows the goroutine's stack to at least n bytes below the
+// caller's frame, the ordinary way, by calling down.
 //
 //go:noinline
-func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
-	c.target = t
-	return c.sc.settle(c.sc.chunk.capture(scEntry, false, c.counters()))
-}
-
-// scEntry is the entry PC of arch.Enter, the boundary of every region.
-var scEntry = arch.EnterPC()
-
-// refused returns why a capture refused to suspend, err, as a pinning.
-//
-//go:noinline
-func refused(err error) *errPinned {
-	if e, ok := err.(*errPinned); ok {
-		return e
+func growStackFor(n uintptr) byte {
+	var pad [1024]byte
+	if n <= uintptr(len(pad)) {
+		return pad[0]
 	}
-	// capture refused for a reason that is not about one frame (the
-	// engine's own frames are not what it expects): nothing was
-	// suspended, so the yield is pinned rather than lost.
-	return &errPinned{pinning.UnknownFrame, 0}
-}
-
-//go:noinline
-func (s *scCont) takePinErr() *errPinned {
-	pe := s.rare.pinErr
-	s.rare.pinErr = nil
-	return pe
-}
-
-// scTrace returns the frozen frames of c and of the continuations
-// suspended inside it, innermost first, as StackTrace reports them.
-func (c *Cont) scTrace() []runtime.Frame {
-	var frames []runtime.Frame
-	if ch := c.child; ch != nil {
-		frames = ch.scTrace()
-	}
-	k := &c.sc.chunk
-	pcs := make([]uintptr, 0, k.frozenFrames())
-	for _, f := range k.frames() {
-		pcs = f.d.fn.LogicalPCs(f.pc, pcs) // one PC per logical frame
-	}
-	return append(frames, userFrames(pcs)...)
-}
-
-// scCancel thaws an abandoned continuation on the calling goroutine and
-// unwinds it: its Yield calls runtime.Goexit, which runs the deferred calls
-// of its frames and then ends the calling goroutine.
-func (c *Cont) scCancel() {
-	c.state.Store(int32(stCancelling))
-	c.sc.cancel = true
-	c.scResume()
-}
-
-// pinnedFrom converts a failed capture into the error Yield returns.
-func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error {
-	return t.pinnedYield(pe.reason, pe.pc)
-}
-
-// countRun counts a Run: with a plain add on this backend, where only the
-// mounting goroutine writes the counters.
-func (c *Cont) countRun() {
-	n := c.counters()
-	switch {
-	case n == nil:
-	case useStackCopy:
-		bump(&n.runs, 1)
-	default:
-		n.runs.Add(1)
-	}
+	return growStackFor(n-uintptr(len(pad))) + pad[n%uintptr(len(pad))]
 }

@@ -21,6 +21,9 @@ package weft
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -500,4 +503,37 @@ func (c *Cont) onChain() bool {
 		}
 	}
 	return false
+}
+
+// The engine recognises its own frames, and those of packages continuation
+// and scheduler, by their functions' names in the runtime's tables. The
+// module path in those names comes from functions' own names rather than
+// from a string literal, so that a copy of the module under another path
+// (a fork, a renamed vendored copy) still recognises every one of them.
+// The linker escapes the dots of the last element of a package path
+// ("example.com/weft.v1" names its functions "example.com/weft%2ev1.F"),
+// so this package's prefix comes from one of its own functions and the
+// module path from a subpackage's (pinning.Do's). The function is
+// nameAnchor, which calls nothing, so that these variables depend on
+// nothing else of the engine's.
+var (
+	// enginePrefix is the prefix of the names of this package's functions:
+	// the module path, escaped as the linker does, and a dot.
+	enginePrefix = strings.TrimSuffix(funcName(nameAnchor), "nameAnchor")
+	// modulePath is the module's path, which the names of the functions of
+	// its other packages start with.
+	modulePath = strings.TrimSuffix(funcName(pinning.Do), "/pinning.Do")
+	// yieldName is weft.Yield's name in the runtime's tables.
+	yieldName = enginePrefix + "Yield"
+	// contYieldName is continuation.Yield's name, which calls weft.Yield.
+	contYieldName = modulePath + "/continuation.Yield"
+)
+
+// nameAnchor is the function whose name gives enginePrefix.
+func nameAnchor() {}
+
+// funcName returns the name of the function f (a func value of a
+// top-level function or method expression) in the runtime's tables.
+func funcName(f any) string {
+	return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
 }

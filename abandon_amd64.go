@@ -1,0 +1,33 @@
+//go:build amd64 && !race && !msan && !asan
+
+package weft
+
+import (
+	"runtime"
+)
+
+// This file is abandonment and StackTrace on the stack-copying backend.
+
+// scTrace returns the frozen frames of c and of the continuations
+// suspended inside it, innermost first, as StackTrace reports them.
+func (c *Cont) scTrace() []runtime.Frame {
+	var frames []runtime.Frame
+	if ch := c.child; ch != nil {
+		frames = ch.scTrace()
+	}
+	k := &c.sc.chunk
+	pcs := make([]uintptr, 0, k.frozenFrames())
+	for _, f := range k.frames() {
+		pcs = f.d.fn.LogicalPCs(f.pc, pcs) // one PC per logical frame
+	}
+	return append(frames, userFrames(pcs)...)
+}
+
+// scCancel thaws an abandoned continuation on the calling goroutine and
+// unwinds it: its Yield calls runtime.Goexit, which runs the deferred calls
+// of its frames and then ends the calling goroutine.
+func (c *Cont) scCancel() {
+	c.state.Store(int32(stCancelling))
+	c.sc.cancel = true
+	c.scResume()
+}
