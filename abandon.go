@@ -17,24 +17,23 @@ import (
 // It does nothing unless c is suspended.
 func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
+		if useStackCopy {
+			// c's Yield unwinds its frames, and mount finishes c.
+			go c.mount(nil, true)
+			return
+		}
 		go func() {
 			defer c.finish()
-			if !useStackCopy {
-				// A body that ends locked leaves the lock to this
-				// goroutine (takeLocks), which ends with it.
-				defer c.pt.takeLocks()
-			}
-			if useStackCopy {
-				c.scCancel()
-				return
-			}
-			// No Run mounts it: its body unwinds inside nothing, as on
-			// scCancel's fresh goroutine. Left unresolved, its parent
-			// would be read from the goroutine that last ran it
-			// (Cont.parent), and the deferred calls would see that
-			// goroutine's continuations, running elsewhere, as their
-			// own: scheduler.Current would name a virtual thread that
-			// another carrier is running.
+			// A body that ends locked leaves the lock to this
+			// goroutine (takeLocks), which ends with it.
+			defer c.pt.takeLocks()
+			// No Run mounts it: its body unwinds inside nothing, as
+			// on the stack-copying backend's fresh goroutine. Left
+			// unresolved, its parent would be read from the goroutine
+			// that last ran it (Cont.parent), and the deferred calls
+			// would see that goroutine's continuations, running
+			// elsewhere, as their own: scheduler.Current would name a
+			// virtual thread that another carrier is running.
 			c.parentC, c.parentResolved = nil, true
 			c.cancel()
 		}()

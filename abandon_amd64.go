@@ -22,12 +22,3 @@ func (c *Cont) scTrace() []runtime.Frame {
 	}
 	return append(frames, userFrames(pcs)...)
 }
-
-// scCancel thaws an abandoned continuation on the calling goroutine and
-// unwinds it: its Yield calls runtime.Goexit, which runs the deferred calls
-// of its frames and then ends the calling goroutine.
-func (c *Cont) scCancel() {
-	c.state.Store(int32(stCancelling))
-	c.sc.cancel = true
-	c.scResume()
-}

@@ -35,18 +35,16 @@ type errPinned struct {
 	pc     uintptr
 }
 
-func (c *Cont) scResume() bool                          { panic(noStackCopy) }
 func (c *Cont) scSuspend(*Cont) (bool, *errPinned)      { panic(noStackCopy) }
 func (c *Cont) scTrace() []runtime.Frame                { panic(noStackCopy) }
-func (c *Cont) scCancel()                               { panic(noStackCopy) }
 func (c *Cont) scPanicStack(any) []byte                 { panic(noStackCopy) }
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
 func stackCopyCheck() error                             { panic(noStackCopy) }
 
 const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"
 
-// scMount is Run, which here only calls acquire.
-func (c *Cont) scMount(owner any) {
+// mount is Run, which here only calls acquire.
+func (c *Cont) mount(owner any, abandon bool) {
 	if c.acquire(owner) {
 		panic(noStackCopy)
 	}

@@ -24,14 +24,14 @@ import (
 // or ErrMounted.
 func (c *Cont) Run(owner any) {
 	// One call, so that Run inlines and puts no frame of its own between
-	// its caller and the mount (scMount says why that matters).
-	c.scMount(owner)
+	// its caller and the mount (mount says why that matters).
+	c.mount(owner, false)
 }
 
 // acquire moves c from new or suspended to mounted, for a Run that did
-// not find it suspended on the stack-copying backend (scMount's first
+// not find it suspended on the stack-copying backend (mount's first
 // test), and panics as Run documents if c is mounted or done. It reports
-// whether scMount is to go on and run c on the stack-copying backend;
+// whether mount is to go on and run c on the stack-copying backend;
 // on the portable one it runs c itself.
 func (c *Cont) acquire(owner any) (stackCopy bool) {
 	for {

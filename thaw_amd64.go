@@ -33,20 +33,27 @@ import (
 // stackCopyBuilt reports whether this build has the stack-copying backend.
 const stackCopyBuilt = true
 
-// scMount is Run, into which it inlines: on this backend mounted, resume
-// and scResume in one frame (on the portable backend it only calls
-// acquire). After every yield, arch.JumpBack arrives in arch.Enter by a
-// jump, and each frame between Enter and Run's caller is then returned
-// through with the CPU's return prediction wrong: the fewer frames there,
-// the faster a round trip.
+// mount is the one mount loop of the stack-copying backend. It runs c on
+// the calling goroutine until c's body ends or c yields to its own scope.
+// Run calls it (abandon false); on the portable backend it only calls
+// acquire. Abandon calls it on a fresh goroutine (abandon true) for c,
+// which it has moved to cancelling: c's Yield then unwinds c's frames, and
+// mount finishes c however the unwinding ends.
+//
+// Run inlines, so no frame lies between Run's caller and mount. After
+// every yield, arch.JumpBack arrives in arch.Enter by a jump. Each frame
+// between Enter and Run's caller is then returned through with the CPU's
+// return prediction wrong: the fewer frames there, the faster a round trip.
 //
 // Each pass binds c to the goroutine (gls.Push) and sets c.parentC to the
-// record it replaced, so that c.parentC's Local is always what the
-// unbinding puts back (scAborted relies on it).
+// record it replaced. So c.parentC's Local is always what the unbinding
+// puts back (scAborted relies on it).
 //
 //go:noinline
-func (c *Cont) scMount(owner any) {
-	if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
+func (c *Cont) mount(owner any, abandon bool) {
+	if abandon {
+		c.sc.cancel = true
+	} else if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
 		// Not the usual resume: a first Run, a misuse, or the portable
 		// backend.
 		if !c.acquire(owner) {
@@ -58,7 +65,9 @@ func (c *Cont) scMount(owner any) {
 	slot, prev := gls.Push(&c.local)
 	if c.counted {
 		cc := (*countedCont)(unsafe.Pointer(c))
-		bump(&cc.n.runs, 1) // countRun, on this backend
+		if !abandon {
+			bump(&cc.n.runs, 1) // an abandonment is no Run
+		}
 		// mountLabels, unless the goroutine's labels are already the
 		// body's and the ones that scUnmount is to put back (none, say).
 		if l := profLabel(); l != cc.outer || l != cc.labels {
@@ -78,6 +87,7 @@ func (c *Cont) scMount(owner any) {
 		// yield to an enclosing scope, the enclosing continuation may
 		// have been resumed anywhere).
 		c.local.Locks = rt.CurLockCount()
+		// One pass: must match scCont.run (TestMountPassMatchesRun).
 		s.yielded = false
 		if !s.started {
 			s.started = true
@@ -120,26 +130,13 @@ func (c *Cont) scMount(owner any) {
 	if r := s.rare; r != nil {
 		r.dropCrossed() // the panic it recorded is over
 	}
+	if abandon {
+		// A deferred call of the unwinding body yielded: nobody resumes c.
+		c.finish()
+		return
+	}
 	c.owner = nil
 	c.state.Store(int32(stSuspended))
-}
-
-// scResume runs c on the calling goroutine until its body finishes (true)
-// or it is suspended by a yield to its own scope (false). scCancel uses it;
-// Run uses scMount.
-func (c *Cont) scResume() (finished bool) {
-	s := &c.sc
-	for {
-		c.scOnce()
-		if !s.yielded {
-			return true
-		}
-		if c.target == c {
-			c.countYields()
-			return false
-		}
-		c.scNested()
-	}
 }
 
 // scNested handles a yield of c that named an enclosing scope: c's frames
@@ -165,25 +162,9 @@ func (c *Cont) scNested() {
 	}
 }
 
-// scOnce mounts c on the calling goroutine for one enter or thaw, and
-// unmounts it when c yields or its body returns, panics or exits.
-func (c *Cont) scOnce() {
-	slot, prev := gls.Push(&c.local)
-	c.parentC = nil
-	if prev != nil {
-		c.parentC = contOf(prev)
-	}
-	c.parentResolved = true
-	if c.counted {
-		c.mountLabels(profLabel())
-	}
-	defer c.scUnmount(slot, prev)
-	c.sc.run()
-}
-
-// scUnmount undoes scOnce's binding, the body's profiler labels included
+// scUnmount undoes mount's binding, the body's profiler labels included
 // (mountLabels), and counts what arch.Thaw thawed (an uncounted record
-// only zeroes those counts). scMount has it written out.
+// only zeroes those counts). mount has it written out.
 func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
 	if c.counted {
 		c.unmountCounted()
@@ -214,21 +195,26 @@ func (c *Cont) unmountCounted() {
 	}
 }
 
-// run runs or resumes c until it yields or its body returns.
+// run runs or resumes s until it yields or its body returns. It is one
+// pass of mount's loop, for the tests and the start-up probe, which drive
+// an scCont without a Cont. Must match the pass in mount
+// (TestMountPassMatchesRun).
 //
 //go:noinline
-func (c *scCont) run() {
-	c.yielded = false
-	if !c.started {
-		c.started = true
-		arch.Enter(&c.chunk.Link, c.body)
+func (s *scCont) run() {
+	s.yielded = false
+	if !s.started {
+		s.started = true
+		arch.Enter(&s.chunk.Link, s.body)
 	} else {
-		c.prepareThaw()
-		arch.Enter(&c.chunk.Link, c.host)
-		c.rethrowLoop()
+		s.prepareThaw()
+		arch.Enter(&s.chunk.Link, s.host)
+		if s.rethrow {
+			s.rethrowLoop()
+		}
 	}
-	if !c.yielded {
-		c.done = true
+	if !s.yielded {
+		s.done = true
 	}
 }
 

@@ -101,10 +101,10 @@ var Probes = []Probe{
 	// run only for a yield that suspended nothing.
 	{Kind: KindYield, Symbol: weftPkg + ".Yield", Site: target.Entry, Cont: GWord, A1: AtSP, Stack: true, PerYield: true},
 	{Kind: KindYieldReturn, Symbol: weftPkg + ".Yield", Site: target.Returns, Cont: GWord, PerYield: true},
-	// scMount is Run: entered to mount, returned from once the
+	// mount is Run: entered to mount, returned from once the
 	// continuation has yielded or ended, on the same goroutine.
-	{Kind: KindMount, Symbol: weftPkg + ".(*Cont).scMount", Site: target.Entry, Cont: RAX, A1: AtSP, PerYield: true},
-	{Kind: KindUnmount, Symbol: weftPkg + ".(*Cont).scMount", Site: target.Returns, PerYield: true},
+	{Kind: KindMount, Symbol: weftPkg + ".(*Cont).mount", Site: target.Entry, Cont: RAX, A1: AtSP, PerYield: true},
+	{Kind: KindUnmount, Symbol: weftPkg + ".(*Cont).mount", Site: target.Returns, PerYield: true},
 	// thawPop copies a frozen record back and jumps into it (through a
 	// register, with g in R14 and the continuation address in RDX).
 	{Kind: KindThaw, Symbol: archPkg + ".thawPop.abi0", Site: target.RegisterJump, Cont: GWord, A1: RDX, PerYield: true},
