@@ -60,7 +60,7 @@ func (c *Cont) StackTrace() []runtime.Frame {
 	}
 	defer c.state.Store(int32(stSuspended))
 	if useStackCopy {
-		return c.scTrace()
+		return c.traceFrozen()
 	}
 	c.switchIn(reqTrace)
 	frames := c.pt.trace

@@ -8,14 +8,14 @@ import (
 
 // This file is abandonment and StackTrace on the stack-copying backend.
 
-// scTrace returns the frozen frames of c and of the continuations
+// traceFrozen returns the frozen frames of c and of the continuations
 // suspended inside it, innermost first, as StackTrace reports them.
-func (c *Cont) scTrace() []runtime.Frame {
+func (c *Cont) traceFrozen() []runtime.Frame {
 	var frames []runtime.Frame
 	if ch := c.child; ch != nil {
-		frames = ch.scTrace()
+		frames = ch.traceFrozen()
 	}
-	k := &c.sc.chunk
+	k := &c.stack.chunk
 	pcs := make([]uintptr, 0, k.frozenFrames())
 	for _, f := range k.frames() {
 		pcs = f.d.fn.LogicalPCs(f.pc, pcs) // one PC per logical frame

@@ -24,7 +24,7 @@ import (
 // (crossing), it raises the panic again in the innermost frozen frame with
 // a deferred call pending, as if the frames between had unwound (they have
 // none), by entering the host again with frozenPanic as the rethrow.
-func (c *scCont) rethrowLoop() {
+func (c *stackState) rethrowLoop() {
 	for c.rethrow {
 		c.rethrow = false
 		c.chunk.dropToDefers()
@@ -44,7 +44,7 @@ func (c *scCont) rethrowLoop() {
 // this deferred call instead, and Goexit is called again from there, which
 // runs their deferred calls, then this frame's callers', and ends the
 // goroutine.
-func (c *scCont) crossing(finished *bool) {
+func (c *stackState) crossing(finished *bool) {
 	if *finished || !c.chunk.deferPending() {
 		return
 	}
@@ -119,11 +119,11 @@ func goexitAbove(inHost unsafe.Pointer) bool {
 	return false
 }
 
-// scPanicStack is PanicStack on this backend: the panic recorded at c's
+// barrierPanicStack is PanicStack on this backend: the panic recorded at c's
 // barrier, asked from c's body, or, once a panic raised again at the
 // barrier has ended c's body, the one handCrossed kept for Run's caller.
-func (c *Cont) scPanicStack(v any) []byte {
-	if r := c.sc.rare; r != nil && r.crossedStack != nil && sameInterface(r.crossed, v) {
+func (c *Cont) barrierPanicStack(v any) []byte {
+	if r := c.stack.rare; r != nil && r.crossedStack != nil && sameInterface(r.crossed, v) {
 		if !reraised() {
 			return nil
 		}
@@ -147,14 +147,14 @@ func reraised() bool {
 	return ok && raiser.Entry == frozenPanicEntry
 }
 
-// frozenPanic raises the panic in scCont.thrown again. arch.Thaw enters it
+// frozenPanic raises the panic in stackState.thrown again. arch.Thaw enters it
 // as if the innermost thawed frame had called it where that frame
 // continues.
 func frozenPanic() {
 	l := gls.Current()
 	c := contOf(l)
-	v := c.sc.rare.thrown
-	c.sc.rare.thrown = nil
+	v := c.stack.rare.thrown
+	c.stack.rare.thrown = nil
 	panic(v)
 }
 
@@ -164,7 +164,7 @@ func frozenGoexit() {
 	runtime.Goexit()
 }
 
-// frozenGoexitPanic raises the panic in scCont.thrown again in thawed
+// frozenGoexitPanic raises the panic in stackState.thrown again in thawed
 // frames from a deferred call of a runtime.Goexit (crossing, when the panic
 // was raised during a Goexit): if a frame recovers it, the Goexit goes on.
 // The deferred call is frozenPanic itself, so that reraised knows the panic.
@@ -174,7 +174,7 @@ func frozenGoexitPanic() {
 }
 
 // yieldReturn ends, on the resume, a weft.Yield whose frame the capture
-// left out (scCont.leave), when the freeze of an enclosing continuation
+// left out (stackState.leave), when the freeze of an enclosing continuation
 // failed or the continuation was abandoned: arch.Thaw calls it as if the
 // frame that called Yield had called it where Yield returns, so its
 // results are Yield's. It does what Yield would have done after its
@@ -183,7 +183,7 @@ func frozenGoexitPanic() {
 // registers: thawYield.)
 func yieldReturn() (*Cont, *pinning.Error) {
 	c := contOf(gls.Current())
-	s, t := &c.sc, c.target
+	s, t := &c.stack, c.target
 	if s.rare != nil && s.rare.pinErr != nil {
 		return t, t.pinnedFrom(s.takePinErr())
 	}
@@ -193,7 +193,7 @@ func yieldReturn() (*Cont, *pinning.Error) {
 	return t, nil
 }
 
-// How the host thaws the next record (scCont.mode): thawResume continues
+// How the host thaws the next record (stackState.mode): thawResume continues
 // its innermost frame as if its call (to capture) had returned nil;
 // thawYield as if its call to Yield, which the capture left out, had
 // returned the continuation it suspended and nil; the others call a
@@ -217,35 +217,35 @@ var rethrowPCs = [...]uintptr{
 	rethrowGoexitPanic: reflect.ValueOf(frozenGoexitPanic).Pointer(),
 }
 
-// scAborted ends c, whose body panicked or called runtime.Goexit while
-// scMount ran it: it unbinds c if it is still bound (the unwinding may
+// aborted ends c, whose body panicked or called runtime.Goexit while
+// mount ran it: it unbinds c if it is still bound (the unwinding may
 // have begun between an unbinding and the next binding, in a yield to an
 // enclosing scope), and hands on the panic c's barrier recorded. Only
-// scMount's deferred call calls it, on the calling goroutine.
+// mount's deferred call calls it, on the calling goroutine.
 //
 //go:noinline
-func (c *Cont) scAborted() {
+func (c *Cont) aborted() {
 	if l := gls.Current(); l == &c.local {
 		// The goroutine's slot, from binding c again, and what the
-		// binding replaced, which scMount kept in c.parentC.
+		// binding replaced, which mount kept in c.parentC.
 		slot, _ := gls.Push(l)
-		c.scUnmount(slot, (*gls.Local)(unsafe.Pointer(c.parentC)))
+		c.unmount(slot, (*gls.Local)(unsafe.Pointer(c.parentC)))
 	}
 	c.handCrossed()
 	c.finish()
 }
 
-// handCrossed gives the panic c's barrier recorded (scRare.crossed) to
+// handCrossed gives the panic c's barrier recorded (stackRare.crossed) to
 // the continuation whose body mounted c, as c ends by a panic: if that
 // panic is the one raised again at c's barrier, it goes on into the
 // parent's frames, and may reach the parent's barrier raised again, as
 // far as that barrier can tell. It also keeps it for the deferred calls
 // of Run's caller, which see it raised again too, without the frames
 // where it began: c.pt, which this backend does not otherwise use, holds
-// it past finish (which drops c.sc.rare) for scPanicStack, as the
+// it past finish (which drops c.stack.rare) for barrierPanicStack, as the
 // portable backend keeps the panic that ended a body for Run's caller.
 func (c *Cont) handCrossed() {
-	r, p := c.sc.rare, c.parentC
+	r, p := c.stack.rare, c.parentC
 	if r == nil || r.crossedStack == nil {
 		return
 	}
@@ -253,6 +253,6 @@ func (c *Cont) handCrossed() {
 	if p == nil {
 		return
 	}
-	pr := p.sc.rareState()
+	pr := p.stack.rareState()
 	pr.crossed, pr.crossedStack = r.crossed, r.crossedStack
 }

@@ -167,8 +167,8 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	return err
 }
 
-// scThaw is the entry PC of arch.Thaw, the return barrier.
-var scThaw = arch.ThawPC()
+// thawPC is the entry PC of arch.Thaw, the return barrier.
+var thawPC = arch.ThawPC()
 
 // captureIn is capture, given capture's own PC and SP, with the scratch s.
 // Its frame lies below capture's, outside the region.
@@ -208,7 +208,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 		} else {
 			d = descFor(pc)
 		}
-		if d.entry == scThaw && !d.bad {
+		if d.entry == thawPC && !d.bad {
 			// The return barrier: its first argument is the Link it
 			// thaws, which must be c's.
 			if *(*unsafe.Pointer)(unsafe.Add(sp, d.size)) != unsafe.Pointer(&c.Link) {

@@ -104,7 +104,7 @@ func TestResetClearsHead(t *testing.T) {
 		if c.scope != s2 || !c.reused || c.counted != counted {
 			t.Errorf("counted=%v: after Reset: scope %v, reused %v, counted %v", counted, c.scope, c.reused, c.counted)
 		}
-		if reflect.ValueOf(c.sc.body).Pointer() != reflect.ValueOf(body).Pointer() {
+		if reflect.ValueOf(c.stack.body).Pointer() != reflect.ValueOf(body).Pointer() {
 			t.Errorf("counted=%v: Reset did not set the body", counted)
 		}
 	}

@@ -7,13 +7,13 @@ import (
 	"unsafe"
 )
 
-// This file is a continuation's stack-copying state (scCont) and its
+// This file is a continuation's stack-copying state (stackState) and its
 // counters.
 
-// scCont is the stack-copying state of a continuation: its chunk and the
+// stackState is the stack-copying state of a continuation: its chunk and the
 // flags that tell a thawed yield how to return. Cont embeds one; the
 // mechanism tests drive it alone.
-type scCont struct {
+type stackState struct {
 	chunk stackChunk
 	body  func()
 	host  func() // makeHost's, made on the first resume
@@ -21,13 +21,13 @@ type scCont struct {
 	// rare is what only a refused yield or a panic at the barrier needs,
 	// made the first time: most continuations never need it, and every
 	// parked virtual thread has a continuation.
-	rare *scRare
+	rare *stackRare
 
 	mode    uint8 // how the host thaws: thawResume, or a rethrow* index
 	rethrow bool  // the host returned to raise thrown again
 	started bool
 	yielded bool // the last arch.Enter returned because of a yield
-	resumed bool // set before a thaw; scYield returns when it sees it
+	resumed bool // set before a thaw; stackYield returns when it sees it
 	// elided: the last capture left out weft.Yield's frame (leave), and
 	// the resume calls yieldReturn where Yield returns, instead of
 	// setting resumed.
@@ -50,10 +50,10 @@ const maxKeptArrays = 2 << 10
 // one body, and the pointer is then not stored twice per reuse, once nil
 // and once again, each store with its write barrier while the collector
 // marks).
-func (c *scCont) finished(keep bool) {
+func (c *stackState) finished(keep bool) {
 	k := &c.chunk
 	if !keep || (uintptr(k.memLen)+uintptr(k.ptrsLen))*wordSize > maxKeptArrays {
-		*c = scCont{}
+		*c = stackState{}
 		return
 	}
 	// Frames still frozen when the body ended (a panic that left them
@@ -79,14 +79,14 @@ func (c *scCont) finished(keep bool) {
 	c.resumed, c.elided, c.done, c.cancel = false, false, false, false
 }
 
-// scRare is the part of a scCont that only a refused yield or a panic at
+// stackRare is the part of a stackState that only a refused yield or a panic at
 // the return barrier needs.
-type scRare struct {
-	err error // why the last yield could not suspend (scYield)
+type stackRare struct {
+	err error // why the last yield could not suspend (stackYield)
 
 	// What the yield returns when it is thawed next: the freeze of an
 	// enclosing continuation failed (pinErr), or the continuation was
-	// abandoned and must unwind (scCont.cancel).
+	// abandoned and must unwind (stackState.cancel).
 	pinErr *errPinned
 
 	// thrown is a panic that crossed the return barrier while frozen
@@ -104,23 +104,23 @@ type scRare struct {
 	crossedStack []byte
 }
 
-// dropCrossed forgets the panic recorded at the barrier (scRare.crossed).
-func (r *scRare) dropCrossed() {
+// dropCrossed forgets the panic recorded at the barrier (stackRare.crossed).
+func (r *stackRare) dropCrossed() {
 	if r.crossedStack != nil {
 		r.crossed, r.crossedStack = nil, nil
 	}
 }
 
 // rareState returns c.rare, made if need be.
-func (c *scCont) rareState() *scRare {
+func (c *stackState) rareState() *stackRare {
 	if c.rare == nil {
-		c.rare = new(scRare)
+		c.rare = new(stackRare)
 	}
 	return c.rare
 }
 
-// refusal returns why the last scYield did not suspend, or nil.
-func (c *scCont) refusal() error {
+// refusal returns why the last stackYield did not suspend, or nil.
+func (c *stackState) refusal() error {
 	if c.rare == nil {
 		return nil
 	}

@@ -62,7 +62,7 @@ func testYieldLeavesOutItsFrame(t *testing.T, rare bool) {
 	if rare {
 		// As after a refused yield or a panic at the barrier: the
 		// resume asks yieldReturn, which finds no reason kept.
-		c.sc.rareState()
+		c.stack.rareState()
 		mode = rethrowYieldReturn
 	}
 	for runs := 0; !c.IsDone(); runs++ {
@@ -79,13 +79,13 @@ func testYieldLeavesOutItsFrame(t *testing.T, rare bool) {
 		if c.IsDone() {
 			break
 		}
-		if !c.sc.elided {
+		if !c.stack.elided {
 			t.Fatal("the yield's capture did not leave out Yield's frame")
 		}
-		if runs > 0 && c.sc.mode != mode {
-			t.Fatalf("rare=%v: resumed in mode %d, want %d", rare, c.sc.mode, mode)
+		if runs > 0 && c.stack.mode != mode {
+			t.Fatalf("rare=%v: resumed in mode %d, want %d", rare, c.stack.mode, mode)
 		}
-		recs := c.sc.chunk.records()
+		recs := c.stack.chunk.records()
 		if fn := rt.FindFunc(recs[0].PC - 1).Name(); fn != enginePrefix+"yieldThrice" {
 			t.Fatalf("the innermost frozen frame continues in %s, want yieldThrice (Yield's caller)", fn)
 		}
@@ -176,8 +176,8 @@ func TestStackCopyYieldName(t *testing.T) {
 	}{
 		{Yield, yieldName},
 		{yieldReturn, yieldPathNames[0]},
-		{(*Cont).scSuspend, yieldPathNames[1]},
-		{scYield, yieldPathNames[2]},
+		{(*Cont).freezeNested, yieldPathNames[1]},
+		{stackYield, yieldPathNames[2]},
 	} {
 		if got := runtime.FuncForPC(reflect.ValueOf(c.fn).Pointer()).Name(); got != c.name {
 			t.Errorf("%q in the runtime's tables; the frame walk looks for %q", got, c.name)

@@ -13,31 +13,31 @@ import (
 
 const stackCopyBuilt = false
 
-// scCont has what weft.Yield's stack-copying branch names, and the body.
-type scCont struct {
+// stackState has what weft.Yield's stack-copying branch names, and the body.
+type stackState struct {
 	chunk stubChunk
 	body  func()
 }
 
 // finished drops the body.
-func (s *scCont) finished(keep bool) { *s = scCont{} }
+func (s *stackState) finished(keep bool) { *s = stackState{} }
 
 type stubChunk struct{}
 
 func (*stubChunk) capture(uintptr, bool, *counters) error { panic(noStackCopy) }
-func (*scCont) settle(error) (bool, *errPinned)           { panic(noStackCopy) }
-func (*scCont) leave(error) *errPinned                    { panic(noStackCopy) }
+func (*stackState) settle(error) (bool, *errPinned)       { panic(noStackCopy) }
+func (*stackState) leave(error) *errPinned                { panic(noStackCopy) }
 
-const scEntry = 0
+const enterPC = 0
 
 type errPinned struct {
 	reason pinning.Reason
 	pc     uintptr
 }
 
-func (c *Cont) scSuspend(*Cont) (bool, *errPinned)      { panic(noStackCopy) }
-func (c *Cont) scTrace() []runtime.Frame                { panic(noStackCopy) }
-func (c *Cont) scPanicStack(any) []byte                 { panic(noStackCopy) }
+func (c *Cont) freezeNested(*Cont) (bool, *errPinned)   { panic(noStackCopy) }
+func (c *Cont) traceFrozen() []runtime.Frame            { panic(noStackCopy) }
+func (c *Cont) barrierPanicStack(any) []byte            { panic(noStackCopy) }
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
 func stackCopyCheck() error                             { panic(noStackCopy) }
 

@@ -27,12 +27,12 @@ import (
 // roomWords yields from a frame of 1,024 words and no pointers.
 //
 //go:noinline
-func roomWords(c *scCont, k uintptr) bool {
+func roomWords(c *stackState, k uintptr) bool {
 	var pad [1024]uintptr
 	for i := range pad {
 		pad[i] = uintptr(i) * k
 	}
-	if !scYield(c) {
+	if !stackYield(c) {
 		panic(c.refusal())
 	}
 	for i := range pad {
@@ -46,12 +46,12 @@ func roomWords(c *scCont, k uintptr) bool {
 // roomPtrs yields from a frame of 256 pointers.
 //
 //go:noinline
-func roomPtrs(c *scCont, k int) bool {
+func roomPtrs(c *stackState, k int) bool {
 	var pad [256]*capNode
 	for i := range pad {
 		pad[i] = &capNode{v: i * k}
 	}
-	if !scYield(c) {
+	if !stackYield(c) {
 		panic(c.refusal())
 	}
 	for i := range pad {
@@ -65,9 +65,9 @@ func roomPtrs(c *scCont, k int) bool {
 // roomTiny yields from a small frame.
 //
 //go:noinline
-func roomTiny(c *scCont, k int) bool {
+func roomTiny(c *stackState, k int) bool {
 	v := roomNode(k)
-	if !scYield(c) {
+	if !stackYield(c) {
 		panic(c.refusal())
 	}
 	return v.v == k
@@ -93,9 +93,9 @@ type roomLog struct {
 // passed its arrays' ends.
 //
 //go:noinline
-func roomPattern(t *testing.T, c *scCont, pattern string, log *roomLog) {
+func roomPattern(t *testing.T, c *stackState, pattern string, log *roomLog) {
 	for i := range len(pattern) {
-		before := scYieldCounts.templated.Load()
+		before := stackYieldCounts.templated.Load()
 		log.memLen = append(log.memLen, c.chunk.memLen)
 		log.ptrsLen = append(log.ptrsLen, c.chunk.ptrsLen)
 		ok := false
@@ -108,7 +108,7 @@ func roomPattern(t *testing.T, c *scCont, pattern string, log *roomLog) {
 			ok = roomPtrs(c, i+1)
 		}
 		roomChecked(t, c, i, pattern[i], ok)
-		log.fast = append(log.fast, scYieldCounts.templated.Load() != before)
+		log.fast = append(log.fast, stackYieldCounts.templated.Load() != before)
 		runtime.GC()
 	}
 }
@@ -118,7 +118,7 @@ func roomPattern(t *testing.T, c *scCont, pattern string, log *roomLog) {
 // frame, frozen with every yield, off the fast path.
 //
 //go:noinline
-func roomChecked(t *testing.T, c *scCont, i int, which byte, ok bool) {
+func roomChecked(t *testing.T, c *stackState, i int, which byte, ok bool) {
 	if !ok {
 		t.Errorf("yield %d (%c): a value came back wrong", i, which)
 	}
@@ -145,13 +145,13 @@ func TestFastCaptureRoomCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			countScYields(t)
 			var log0, log1 roomLog
-			c0 := &scCont{}
+			c0 := &stackState{}
 			c0.body = func() { roomPattern(t, c0, tc.publish, &log0) }
 			runToEnd(t, c0, len(tc.publish)+2)
 			if !log0.fast[len(log0.fast)-1] {
 				t.Fatalf("the first continuation's captures %v: its last was not fast, so no template was published", log0.fast)
 			}
-			c1 := &scCont{}
+			c1 := &stackState{}
 			c1.body = func() { roomPattern(t, c1, tc.run, &log1) }
 			runToEnd(t, c1, len(tc.run)+2)
 			fast := log1.fast
@@ -189,9 +189,9 @@ func TestFastCaptureRoomCheck(t *testing.T) {
 // -1 is one short, 0 exactly enough.
 //
 //go:noinline
-func roomEdge(t *testing.T, c *scCont, words bool, slack []int, log *roomLog) {
+func roomEdge(t *testing.T, c *stackState, words bool, slack []int, log *roomLog) {
 	for i := range len(slack) {
-		before := scYieldCounts.templated.Load()
+		before := stackYieldCounts.templated.Load()
 		if slack[i] != noSlack {
 			shortenRoom(c, words, slack[i])
 		}
@@ -202,7 +202,7 @@ func roomEdge(t *testing.T, c *scCont, words bool, slack []int, log *roomLog) {
 			ok = roomPtrs(c, i+1)
 		}
 		roomChecked(t, c, i, 'e', ok)
-		log.fast = append(log.fast, scYieldCounts.templated.Load() != before)
+		log.fast = append(log.fast, stackYieldCounts.templated.Load() != before)
 		runtime.GC()
 	}
 }
@@ -216,7 +216,7 @@ const noSlack = 1 << 20
 // array even if its room check were wrong by one.
 //
 //go:noinline
-func shortenRoom(c *scCont, words bool, slack int) {
+func shortenRoom(c *stackState, words bool, slack int) {
 	k := &c.chunk
 	tm := k.tmpl
 	if tm == nil {
@@ -250,7 +250,7 @@ func TestFastCaptureRoomBoundary(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			countScYields(t)
 			var log roomLog
-			c := &scCont{}
+			c := &stackState{}
 			c.body = func() { roomEdge(t, c, words, slack, &log) }
 			runToEnd(t, c, len(slack)+2)
 			fast := log.fast
@@ -295,12 +295,12 @@ func shiftCallerBP(delta uintptr) {
 // the chain, and it leaves it alone.
 //
 //go:noinline
-func bpYield(c *scCont, k int, bad bool) (ok, suspended bool) {
+func bpYield(c *stackState, k int, bad bool) (ok, suspended bool) {
 	v := roomNode(k)
 	if bad {
 		shiftCallerBP(8)
 	}
-	suspended = scYield(c)
+	suspended = stackYield(c)
 	if bad && !suspended {
 		shiftCallerBP(^uintptr(7)) // -8
 	}
@@ -317,11 +317,11 @@ type bpLog struct {
 // frame-pointer chain where bad says so, and logs each yield.
 //
 //go:noinline
-func bpPattern(t *testing.T, c *scCont, bad []bool, log *bpLog) {
+func bpPattern(t *testing.T, c *stackState, bad []bool, log *bpLog) {
 	for i := range len(bad) {
-		before := scYieldCounts.templated.Load()
+		before := stackYieldCounts.templated.Load()
 		ok, suspended := bpYield(c, i+1, bad[i])
-		log.fast = append(log.fast, scYieldCounts.templated.Load() != before)
+		log.fast = append(log.fast, stackYieldCounts.templated.Load() != before)
 		log.suspended = append(log.suspended, suspended)
 		log.refusals = append(log.refusals, takeRefusal(c))
 		roomChecked(t, c, i, 'b', ok)
@@ -331,7 +331,7 @@ func bpPattern(t *testing.T, c *scCont, bad []bool, log *bpLog) {
 // takeRefusal returns and clears the error of c's last refused yield.
 //
 //go:noinline
-func takeRefusal(c *scCont) error {
+func takeRefusal(c *stackState) error {
 	err := c.refusal()
 	if err != nil {
 		c.rare.err = nil
@@ -354,7 +354,7 @@ func TestFastCaptureFramePointerLink(t *testing.T) {
 	bad := []bool{false, false, false, false, false, true, false, false}
 	const broken = 5
 	var log bpLog
-	c := &scCont{}
+	c := &stackState{}
 	c.body = func() { bpPattern(t, c, bad, &log) }
 	runToEnd(t, c, len(bad)+2)
 	if !log.fast[broken-1] {
@@ -407,10 +407,10 @@ type stackHandoff struct{ p, stack *int }
 // through it after.
 //
 //go:noinline
-func stackPtrYield(c *scCont, h *stackHandoff) bool {
+func stackPtrYield(c *stackState, h *stackHandoff) bool {
 	p := h.p
 	h.p = nil // no heap copy of a stack pointer outlives the handoff
-	ok := scYield(c)
+	ok := stackYield(c)
 	*p++
 	return ok
 }
@@ -424,16 +424,16 @@ func fastStackPointer(t *testing.T) {
 	heap := new(int)
 	h := &stackHandoff{stack: px}
 	var ok, fast [rounds]bool
-	c := &scCont{}
+	c := &stackState{}
 	c.body = func() {
 		for i := range rounds {
 			h.p = heap
 			if i == stackRound {
 				h.p, h.stack = h.stack, nil
 			}
-			before := scYieldCounts.templated.Load()
+			before := stackYieldCounts.templated.Load()
 			ok[i] = stackPtrYield(c, h)
-			fast[i] = scYieldCounts.templated.Load() != before
+			fast[i] = stackYieldCounts.templated.Load() != before
 		}
 	}
 	// Resumed on this goroutine (runToEnd uses new ones), so that px

@@ -170,7 +170,7 @@ func decodeDesc(pc uintptr) *frameDesc {
 // besides Yield, and the prefixes those of packages continuation and
 // scheduler (see modulePath).
 var (
-	yieldPathNames     = [...]string{enginePrefix + "yieldReturn", enginePrefix + "(*Cont).scSuspend", enginePrefix + "scYield"}
+	yieldPathNames     = [...]string{enginePrefix + "yieldReturn", enginePrefix + "(*Cont).freezeNested", enginePrefix + "stackYield"}
 	continuationPrefix = modulePath + "/continuation."
 	schedulerPrefix    = modulePath + "/scheduler."
 )

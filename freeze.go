@@ -36,7 +36,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	// The region starts at this frame's caller, which a resume continues
 	// as if this call had returned: no frame of the engine is frozen with
 	// the continuation, copied on a round trip, or returned through. The
-	// results are made by the resume (scCont.prepareThaw: thawYield, or
+	// results are made by the resume (stackState.prepareThaw: thawYield, or
 	// yieldReturn), in the caller's frame where this call returns. leave
 	// returns only if nothing was suspended.
 	l := gls.Current()
@@ -46,7 +46,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		// continuation, mounted, not abandoned, outside any critical
 		// section and with the thread's locking it was mounted with.
 		cur.target = cur
-		pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
+		pe := cur.stack.leave(cur.stack.chunk.capture(enterPC, true, cur.counters()))
 		return cur, cur.pinnedFrom(pe)
 	}
 	// Everything else: yieldChecks repeats those tests in their order.
@@ -55,7 +55,7 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 		return t, perr
 	}
 	cur.target = t
-	pe := cur.sc.leave(cur.sc.chunk.capture(scEntry, true, cur.counters()))
+	pe := cur.stack.leave(cur.stack.chunk.capture(enterPC, true, cur.counters()))
 	return t, t.pinnedFrom(pe)
 }
 

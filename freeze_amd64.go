@@ -11,18 +11,18 @@ import (
 // region (capture_amd64.go), then jump back to its arch.Enter, or report
 // why nothing was suspended. The resume "returns" from the capture again.
 
-// scYieldCounts, if set (by tests, whose scYield records belong to no
-// Cont), is where scYield's captures count what they froze.
-var scYieldCounts *counters
+// stackYieldCounts, if set (by tests, whose stackYield records belong to no
+// Cont), is where stackYield's captures count what they froze.
+var stackYieldCounts *counters
 
-// scYield suspends the running scCont: it captures the frames from its own
+// stackYield suspends the running stackState: it captures the frames from its own
 // up to arch.Enter's and jumps back. When the continuation is thawed, the
-// capture call "returns" again, with c.resumed set, and scYield returns.
+// capture call "returns" again, with c.resumed set, and stackYield returns.
 // It returns false, suspending nothing, if the region cannot be captured.
 //
 //go:noinline
-func scYield(c *scCont) bool {
-	err := c.chunk.capture(scEntry, false, scYieldCounts)
+func stackYield(c *stackState) bool {
+	err := c.chunk.capture(enterPC, false, stackYieldCounts)
 	if c.resumed {
 		c.resumed = false
 		return true
@@ -42,7 +42,7 @@ func scYield(c *scCont) bool {
 // When the region is thawed and the capture call "returns" again, it
 // reports why the continuation was resumed: cancelled if it was abandoned
 // and must unwind, pe if the freeze of an enclosing continuation failed.
-func (s *scCont) settle(err error) (cancelled bool, pe *errPinned) {
+func (s *stackState) settle(err error) (cancelled bool, pe *errPinned) {
 	if s.resumed {
 		s.resumed = false
 		if s.rare != nil && s.rare.pinErr != nil {
@@ -63,7 +63,7 @@ func (s *scCont) settle(err error) (cancelled bool, pe *errPinned) {
 // frozen, or reports why nothing was suspended. The capture call never
 // "returns" again: the resume continues the caller of Yield through
 // yieldReturn.
-func (s *scCont) leave(err error) *errPinned {
+func (s *stackState) leave(err error) *errPinned {
 	if err != nil {
 		return refused(err)
 	}
@@ -85,22 +85,22 @@ func (c *Cont) countYields() {
 	}
 }
 
-// scSuspend freezes c, from its caller's frame up to c's return barrier or
+// freezeNested freezes c, from its caller's frame up to c's return barrier or
 // entry trampoline, as part of a yield to t that an inner continuation
 // made, and returns when c is thawed: cancelled if c was abandoned
 // meanwhile and must unwind. If c cannot be frozen, it returns at once
 // with the reason, and nothing is suspended. weft.Yield freezes the
 // continuation it suspends first from its own caller's frame instead
-// (scCont.leave).
+// (stackState.leave).
 //
 //go:noinline
-func (c *Cont) scSuspend(t *Cont) (cancelled bool, pe *errPinned) {
+func (c *Cont) freezeNested(t *Cont) (cancelled bool, pe *errPinned) {
 	c.target = t
-	return c.sc.settle(c.sc.chunk.capture(scEntry, false, c.counters()))
+	return c.stack.settle(c.stack.chunk.capture(enterPC, false, c.counters()))
 }
 
-// scEntry is the entry PC of arch.Enter, the boundary of every region.
-var scEntry = arch.EnterPC()
+// enterPC is the entry PC of arch.Enter, the boundary of every region.
+var enterPC = arch.EnterPC()
 
 // refused returns why a capture refused to suspend, err, as a pinning.
 //
@@ -116,7 +116,7 @@ func refused(err error) *errPinned {
 }
 
 //go:noinline
-func (s *scCont) takePinErr() *errPinned {
+func (s *stackState) takePinErr() *errPinned {
 	pe := s.rare.pinErr
 	s.rare.pinErr = nil
 	return pe

@@ -12,9 +12,9 @@ import "unsafe"
 
 // mountLabels puts the labels of c's body, a counted record, on the
 // calling goroutine as c is mounted, and keeps outer, the goroutine's own,
-// for scUnmount to put back. A record that leaves labels to its executor
+// for unmount to put back. A record that leaves labels to its executor
 // does neither. Its callers check c.counted first (an uncounted record, a
-// virtual thread's, pays a test), and scMount calls it only if outer is
+// virtual thread's, pays a test), and mount calls it only if outer is
 // not already both the body's labels and the ones kept (none, say, when
 // no labels are in use).
 //
@@ -32,7 +32,7 @@ func (c *Cont) mountLabels(outer unsafe.Pointer) {
 	}
 }
 
-// unmountLabels is scUnmount's part for a counted record whose goroutine
+// unmountLabels is unmount's part for a counted record whose goroutine
 // has labels, now, other than those mountLabels found on it or other than
 // the body's: now are kept as the body's, and the goroutine has its own
 // back.

@@ -95,7 +95,7 @@ func (c *Cont) start() {
 			c.pt.duringGoexit = goexitPending()
 			panic(r)
 		}()
-		c.sc.body()
+		c.stack.body()
 		ended = true
 	})
 }

@@ -150,16 +150,16 @@ func probeCheck(resume func(), done func() bool, sum *int, err *error) error {
 	return nil
 }
 
-// probeRoundTrip runs probeFrames in an scCont suspended by the engine's
-// inner suspension, scYield.
+// probeRoundTrip runs probeFrames in an stackState suspended by the engine's
+// inner suspension, stackYield.
 func probeRoundTrip() error {
 	var (
-		c   scCont
+		c   stackState
 		sum int
 		err error
 	)
 	yield := func() error {
-		if !scYield(&c) {
+		if !stackYield(&c) {
 			return c.refusal()
 		}
 		return nil

@@ -42,8 +42,8 @@ type stackChunk struct {
 	memLen, ptrsLen, ptrHigh uint32
 
 	// unwound counts the panics and Goexits carried into frozen frames
-	// since the engine last read it (scCont.crossing); it is here, and not
-	// in the scCont, because it fills what would be padding.
+	// since the engine last read it (stackState.crossing); it is here, and not
+	// in the stackState, because it fills what would be padding.
 	unwound uint32
 
 	// tmpl is the template of the last capture, if it qualified: the next

@@ -23,7 +23,7 @@ func TestStackCopyRoundTrip(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
 	}
-	c := &scCont{}
+	c := &stackState{}
 	var trace []string
 	c.body = func() {
 		x := 10
@@ -33,7 +33,7 @@ func TestStackCopyRoundTrip(t *testing.T) {
 		arr[0] = h
 		q := &arr
 		for i := 0; i < 5; i++ {
-			if !scYield(c) {
+			if !stackYield(c) {
 				trace = append(trace, "pinned: "+c.refusal().Error())
 				return
 			}
@@ -64,12 +64,12 @@ func TestStackCopyRoundTrip(t *testing.T) {
 // the yields at the bottom, and checks every local on the way up.
 //
 //go:noinline
-func scDeep(c *scCont, depth, yields int, sum *int) bool {
+func scDeep(c *stackState, depth, yields int, sum *int) bool {
 	local := depth*7 + 1
 	node := &capNode{v: depth}
 	if depth == 0 {
 		for i := 0; i < yields; i++ {
-			if !scYield(c) {
+			if !stackYield(c) {
 				return false
 			}
 			growStackFor(uintptr(i%4) * 16 << 10) // grow the stack after a thaw
@@ -85,7 +85,7 @@ func scDeep(c *scCont, depth, yields int, sum *int) bool {
 	return ok
 }
 
-func runToEnd(t *testing.T, c *scCont, max int) {
+func runToEnd(t *testing.T, c *stackState, max int) {
 	t.Helper()
 	for i := 0; !c.done; i++ {
 		if i > max {
@@ -107,7 +107,7 @@ func TestStackCopyDeep(t *testing.T) {
 		t.Skip("runtime layout not mirrored")
 	}
 	for _, depth := range []int{1, 50, 300} {
-		c := &scCont{}
+		c := &stackState{}
 		sum := 0
 		ok := true
 		c.body = func() { ok = scDeep(c, depth, 20, &sum) }
@@ -132,7 +132,7 @@ func TestStackCopyConcurrent(t *testing.T) {
 	for w := 0; w < workers; w++ {
 		go func() {
 			for k := 0; k < each; k++ {
-				c := &scCont{}
+				c := &stackState{}
 				sum := 0
 				c.body = func() { scDeep(c, 10+k%20, 5, &sum) }
 				for i := 0; !c.done; i++ {
@@ -165,7 +165,7 @@ func TestStackCopyConcurrent(t *testing.T) {
 // registers of the frame that returned into it.
 //
 //go:noinline
-func scBig(c *scCont, depth, yields int) (*capNode, float64, int) {
+func scBig(c *stackState, depth, yields int) (*capNode, float64, int) {
 	var big [6 << 10]uintptr // 48 KiB
 	for i := range big {
 		big[i] = uintptr(depth*i) ^ 0x5a5a
@@ -185,10 +185,10 @@ func scBig(c *scCont, depth, yields int) (*capNode, float64, int) {
 }
 
 //go:noinline
-func scSmall(c *scCont, depth, yields int) (*capNode, float64, int) {
+func scSmall(c *stackState, depth, yields int) (*capNode, float64, int) {
 	if depth <= 0 {
 		for range yields {
-			if !scYield(c) {
+			if !stackYield(c) {
 				panic(c.refusal())
 			}
 		}
@@ -221,7 +221,7 @@ func TestBarrierGrowsStack(t *testing.T) {
 	defer collectWhile()()
 	for _, depth := range []int{6, 10, 31} {
 		shorts := arch.Shorts()
-		c := &scCont{}
+		c := &stackState{}
 		var n int
 		c.body = func() { _, _, n = scSmall(c, depth, 3) }
 		runToEnd(t, c, 10)
@@ -240,13 +240,13 @@ func TestBarrierGrowsStack(t *testing.T) {
 // each yield, and no stack objects: a region the capture template covers.
 //
 //go:noinline
-func scTemplated(c *scCont, rounds int, sawTemplate *bool) int {
+func scTemplated(c *stackState, rounds int, sawTemplate *bool) int {
 	heap := &capNode{v: 7}
 	capEscape = heap // on the heap, not a stack object of this frame
 	n := 1000
 	sum := 0
 	for i := 0; i < rounds; i++ {
-		if !scYield(c) {
+		if !stackYield(c) {
 			panic(c.refusal())
 		}
 		*sawTemplate = *sawTemplate || c.chunk.tmpl != nil
@@ -264,7 +264,7 @@ var capEscape *capNode
 // general capture, since it does not look for defer records.
 //
 //go:noinline
-func runWithDeferRecord(c *scCont) {
+func runWithDeferRecord(c *stackState) {
 	for i := 0; i < 1; i++ {
 		defer func() {}()
 	}
@@ -279,7 +279,7 @@ func TestCaptureTemplateFallsBack(t *testing.T) {
 		t.Skip("runtime layout not mirrored")
 	}
 	const rounds = 40
-	c := &scCont{}
+	c := &stackState{}
 	var sum int
 	saw := false
 	c.body = func() { sum = scTemplated(c, rounds, &saw) }
@@ -313,11 +313,11 @@ func TestCaptureTemplateFallsBack(t *testing.T) {
 	}
 }
 
-// countScYields has scYield count what it freezes, in scYieldCounts,
+// countScYields has stackYield count what it freezes, in stackYieldCounts,
 // until the test ends.
 func countScYields(t *testing.T) {
-	scYieldCounts = new(counters)
-	t.Cleanup(func() { scYieldCounts = nil })
+	stackYieldCounts = new(counters)
+	t.Cleanup(func() { stackYieldCounts = nil })
 }
 
 // scTemplatedNil yields in a loop with a pointer live across each yield
@@ -325,15 +325,15 @@ func countScYields(t *testing.T) {
 // that took the fast path.
 //
 //go:noinline
-func scTemplatedNil(c *scCont, rounds int, fast *int) int {
+func scTemplatedNil(c *stackState, rounds int, fast *int) int {
 	var p *capNode
 	sum := 0
 	for i := 0; i < rounds; i++ {
-		before := scYieldCounts.templated.Load()
-		if !scYield(c) {
+		before := stackYieldCounts.templated.Load()
+		if !stackYield(c) {
 			panic(c.refusal())
 		}
-		if scYieldCounts.templated.Load() != before {
+		if stackYieldCounts.templated.Load() != before {
 			*fast++
 		}
 		if p != nil {
@@ -365,7 +365,7 @@ func TestCaptureTemplateNilPointers(t *testing.T) {
 	}
 	const rounds = 40
 	countScYields(t)
-	c := &scCont{}
+	c := &stackState{}
 	var sum, fast int
 	c.body = func() { sum = scTemplatedNil(c, rounds, &fast) }
 	runToEnd(t, c, rounds+2)
@@ -383,21 +383,21 @@ func TestCaptureTemplateNilPointers(t *testing.T) {
 }
 
 //go:noinline
-func scYieldA(c *scCont) bool { return scYield(c) }
+func scYieldA(c *stackState) bool { return stackYield(c) }
 
 //go:noinline
-func scYieldB(c *scCont) bool { return scYield(c) }
+func scYieldB(c *stackState) bool { return stackYield(c) }
 
 // scAlternating yields from two call chains in turn, counting the
 // captures that took the fast path.
 //
 //go:noinline
-func scAlternating(c *scCont, rounds int, fast *int) int {
+func scAlternating(c *stackState, rounds int, fast *int) int {
 	heap := &capNode{v: 3}
 	capEscape = heap
 	sum := 0
 	for i := 0; i < rounds; i++ {
-		before := scYieldCounts.templated.Load()
+		before := stackYieldCounts.templated.Load()
 		ok := false
 		if i%2 == 0 {
 			ok = scYieldA(c)
@@ -407,7 +407,7 @@ func scAlternating(c *scCont, rounds int, fast *int) int {
 		if !ok {
 			panic(c.refusal())
 		}
-		if scYieldCounts.templated.Load() != before {
+		if stackYieldCounts.templated.Load() != before {
 			*fast++
 		}
 		sum += heap.v + i
@@ -425,7 +425,7 @@ func TestCaptureTemplateAlternating(t *testing.T) {
 	}
 	const rounds = 40
 	countScYields(t)
-	c := &scCont{}
+	c := &stackState{}
 	var sum, fast int
 	c.body = func() { sum = scAlternating(c, rounds, &fast) }
 	runToEnd(t, c, rounds+2)
@@ -492,7 +492,7 @@ func TestCaptureTemplateStackGrowth(t *testing.T) {
 	defer func() { templateAtHook = nil }()
 	const rounds = 40
 	countScYields(t)
-	c := &scCont{}
+	c := &stackState{}
 	var sum, fast int
 	c.body = func() { sum = scAlternating(c, rounds, &fast) }
 	runToEnd(t, c, rounds+2)
@@ -538,14 +538,14 @@ func TestResetKeepsArrays(t *testing.T) {
 	s := scope.New("reset-keeps")
 	c := NewCont(s, func() {})
 	c.Run(nil) // a record's first body keeps nothing: it is not yet reused
-	if c.sc.chunk.Mem != nil || c.sc.host != nil {
+	if c.stack.chunk.Mem != nil || c.stack.host != nil {
 		t.Fatal("a record that was never reset kept its arrays")
 	}
 	for round := range 6 {
 		boom := round%2 == 1
 		c.Reset(s, func() { resetDeep(s, 20, boom) })
 		c.Run(nil) // to the yield
-		mem, ptrs := c.sc.chunk.Mem, c.sc.chunk.Ptrs
+		mem, ptrs := c.stack.chunk.Mem, c.stack.chunk.Ptrs
 		if round >= 1 && (mem != prevMem || ptrs != prevPtrs) {
 			t.Fatalf("round %d: the body froze into new arrays, not the kept ones", round)
 		}
@@ -561,8 +561,8 @@ func TestResetKeepsArrays(t *testing.T) {
 		if !c.IsDone() {
 			t.Fatalf("round %d: the body did not end", round)
 		}
-		k := &c.sc.chunk
-		if k.Mem != mem || k.Ptrs != ptrs || c.sc.host == nil {
+		k := &c.stack.chunk
+		if k.Mem != mem || k.Ptrs != ptrs || c.stack.host == nil {
 			t.Fatalf("round %d: the ended record did not keep its arrays and host", round)
 		}
 		if k.MemTop != 0 || k.PtrTop != 0 || k.ptrHigh != 0 {
@@ -619,10 +619,10 @@ func checkBPChain(t *testing.T) {
 // way back up, through every record the return barrier thaws.
 //
 //go:noinline
-func bpRecurse(t *testing.T, c *scCont, n int, pad [3]uintptr) uintptr {
+func bpRecurse(t *testing.T, c *stackState, n int, pad [3]uintptr) uintptr {
 	if n == 0 {
 		for range 3 {
-			if !scYield(c) {
+			if !stackYield(c) {
 				panic(c.refusal())
 			}
 			runtime.GC()
@@ -647,7 +647,7 @@ func TestThawedFramePointers(t *testing.T) {
 	}
 	for _, depth := range []int{1, 3, 9, 40} {
 		bpChainFrames = 0
-		c := &scCont{}
+		c := &stackState{}
 		c.body = func() { bpRecurse(t, c, depth, [3]uintptr{1, 2, 3}) }
 		runToEnd(t, c, 10)
 		// A check sees the links of the bpRecurse frames thawed above it
@@ -681,10 +681,10 @@ func TestStackCopyProbeYield(t *testing.T) {
 // will follow (finished with keep) leaves nothing of the record's
 // stack-copying state but the chunk's arrays, emptied of the pointers
 // they held, and the host closure: finished clears the rest field by
-// field, and a field added to scCont or stackChunk and not to finished
+// field, and a field added to stackState or stackChunk and not to finished
 // fails here.
 func TestFinishedKeepsOnlyArrays(t *testing.T) {
-	var c scCont
+	var c stackState
 	fillNonZero(t, reflect.ValueOf(&c).Elem(), "")
 	mem := make([]uintptr, 8)
 	ptrs := make([]unsafe.Pointer, 4)
@@ -714,7 +714,7 @@ func TestFinishedKeepsOnlyArrays(t *testing.T) {
 	}
 	// Without keep, or with arrays too large to keep, nothing is left.
 	for _, keep := range []bool{false, true} {
-		var d scCont
+		var d stackState
 		fillNonZero(t, reflect.ValueOf(&d).Elem(), "")
 		if keep {
 			d.chunk.Mem, d.chunk.memLen = unsafe.Pointer(&mem[0]), maxKeptArrays // words: over the bytes kept

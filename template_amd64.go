@@ -246,7 +246,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 		if templateAtHook != nil {
 			templateAtHook() // tests: move the stack mid-walk
 		}
-		if d.entry == scThaw && !d.bad {
+		if d.entry == thawPC && !d.bad {
 			break
 		}
 		if d.stop || nf == maxTemplateFrames {

@@ -75,6 +75,6 @@ func (c *Cont) finish() {
 	if c.pt != nil {
 		c.pt.next, c.pt.yield = nil, nil
 	}
-	c.sc.finished(c.reused)
+	c.stack.finished(c.reused)
 	c.state.Store(int32(stDone))
 }

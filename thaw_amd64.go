@@ -18,17 +18,17 @@ import (
 // The calling goroutine's stack, while continuation B runs nested in A,
 // both resumed at least once:
 //
-//	caller of A.Run ... A.Run, scMount, arch.Enter, host, arch.Thaw    (A's boundary: its barrier)
-//	A's body ... B.Run, scMount, arch.Enter, host, arch.Thaw           (B's boundary)
+//	caller of A.Run ... A.Run, mount, arch.Enter, host, arch.Thaw    (A's boundary: its barrier)
+//	A's body ... B.Run, mount, arch.Enter, host, arch.Thaw           (B's boundary)
 //	B's body ... (weft.Yield, capture: not part of the region)
 //
 // (Before a continuation's first yield its body is called by arch.Enter
 // directly, which is then the boundary.) A yield to A's scope captures B's
 // region (the frames above B's barrier) into B's chunk and jumps back to
-// B's arch.Enter. B's scMount sees that the yield named A, and suspends A
-// from where it stands (scSuspend): A's region now ends in B's scMount,
+// B's arch.Enter. B's mount sees that the yield named A, and suspends A
+// from where it stands (freezeNested): A's region now ends in B's mount,
 // and goes into A's chunk. Resuming A thaws A's innermost record; B's
-// scMount then continues its loop and thaws B's, and B's Yield returns.
+// mount then continues its loop and thaws B's, and B's Yield returns.
 
 // stackCopyBuilt reports whether this build has the stack-copying backend.
 const stackCopyBuilt = true
@@ -47,12 +47,12 @@ const stackCopyBuilt = true
 //
 // Each pass binds c to the goroutine (gls.Push) and sets c.parentC to the
 // record it replaced. So c.parentC's Local is always what the unbinding
-// puts back (scAborted relies on it).
+// puts back (aborted relies on it).
 //
 //go:noinline
 func (c *Cont) mount(owner any, abandon bool) {
 	if abandon {
-		c.sc.cancel = true
+		c.stack.cancel = true
 	} else if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
 		// Not the usual resume: a first Run, a misuse, or the portable
 		// backend.
@@ -61,7 +61,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 		}
 	}
 	c.owner = owner
-	s := &c.sc
+	s := &c.stack
 	slot, prev := gls.Push(&c.local)
 	if c.counted {
 		cc := (*countedCont)(unsafe.Pointer(c))
@@ -69,7 +69,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 			bump(&cc.n.runs, 1) // an abandonment is no Run
 		}
 		// mountLabels, unless the goroutine's labels are already the
-		// body's and the ones that scUnmount is to put back (none, say).
+		// body's and the ones that unmount is to put back (none, say).
 		if l := profLabel(); l != cc.outer || l != cc.labels {
 			c.mountLabels(l)
 		}
@@ -77,7 +77,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 	normal := false
 	defer func() {
 		if !normal { // the body panicked or called runtime.Goexit
-			c.scAborted()
+			c.aborted()
 		}
 	}()
 	for {
@@ -87,7 +87,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 		// yield to an enclosing scope, the enclosing continuation may
 		// have been resumed anywhere).
 		c.local.Locks = rt.CurLockCount()
-		// One pass: must match scCont.run (TestMountPassMatchesRun).
+		// One pass: must match stackState.run (TestMountPassMatchesRun).
 		s.yielded = false
 		if !s.started {
 			s.started = true
@@ -99,7 +99,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 				s.rethrowLoop()
 			}
 		}
-		// scUnmount, written out: a call costs more than an uncounted
+		// unmount, written out: a call costs more than an uncounted
 		// record's unmount.
 		if c.counted {
 			c.unmountCounted()
@@ -115,7 +115,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 		if c.target == c {
 			break
 		}
-		c.scNested()
+		c.suspendParent()
 		slot, prev = gls.Push(&c.local)
 		if c.counted { // as at the first pass
 			if cc, l := (*countedCont)(unsafe.Pointer(c)), profLabel(); l != cc.outer || l != cc.labels {
@@ -139,16 +139,16 @@ func (c *Cont) mount(owner any, abandon bool) {
 	c.state.Store(int32(stSuspended))
 }
 
-// scNested handles a yield of c that named an enclosing scope: c's frames
+// suspendParent handles a yield of c that named an enclosing scope: c's frames
 // are in its chunk, and this goroutine is back in the parent's body, which
 // must be suspended too, from here, with c inside it. It returns when the
 // parent is resumed (perhaps on another goroutine), and c is to be thawed
 // again.
-func (c *Cont) scNested() {
-	s := &c.sc
+func (c *Cont) suspendParent() {
+	s := &c.stack
 	p := c.parentC
 	p.child = c
-	cancelled, pe := p.scSuspend(c.target)
+	cancelled, pe := p.freezeNested(c.target)
 	p.child = nil
 	switch {
 	case pe != nil:
@@ -162,19 +162,19 @@ func (c *Cont) scNested() {
 	}
 }
 
-// scUnmount undoes mount's binding, the body's profiler labels included
+// unmount undoes mount's binding, the body's profiler labels included
 // (mountLabels), and counts what arch.Thaw thawed (an uncounted record
 // only zeroes those counts). mount has it written out.
-func (c *Cont) scUnmount(slot gls.Slot, prev *gls.Local) {
+func (c *Cont) unmount(slot gls.Slot, prev *gls.Local) {
 	if c.counted {
 		c.unmountCounted()
 	}
-	k := &c.sc.chunk
+	k := &c.stack.chunk
 	k.Thawed, k.unwound = 0, 0
 	slot.Pop(prev)
 }
 
-// unmountCounted is scUnmount's part for a counted record: the labels,
+// unmountCounted is unmount's part for a counted record: the labels,
 // and the counts of what arch.Thaw thawed and of the unwinds.
 //
 //go:noinline
@@ -185,7 +185,7 @@ func (c *Cont) unmountCounted() {
 	if now := profLabel(); now != cc.outer || now != cc.labels {
 		c.unmountLabels(now)
 	}
-	k, n := &c.sc.chunk, &cc.n
+	k, n := &c.stack.chunk, &cc.n
 	if t := k.Thawed; t != 0 {
 		bump(&n.framesThawed, uint64(t>>32))
 		bump(&n.bytesThawed, uint64(uint32(t))*uint64(wordSize))
@@ -197,11 +197,11 @@ func (c *Cont) unmountCounted() {
 
 // run runs or resumes s until it yields or its body returns. It is one
 // pass of mount's loop, for the tests and the start-up probe, which drive
-// an scCont without a Cont. Must match the pass in mount
+// an stackState without a Cont. Must match the pass in mount
 // (TestMountPassMatchesRun).
 //
 //go:noinline
-func (s *scCont) run() {
+func (s *stackState) run() {
 	s.yielded = false
 	if !s.started {
 		s.started = true
@@ -219,7 +219,7 @@ func (s *scCont) run() {
 }
 
 // prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
-func (c *scCont) prepareThaw() {
+func (c *stackState) prepareThaw() {
 	if c.host == nil {
 		c.host = c.makeHost()
 	}
@@ -260,7 +260,7 @@ func (c *scCont) prepareThaw() {
 // recovered by crossing, and the host returns with c.rethrow set; a
 // runtime.Goexit crossing it never returns. It is a closure, not a method
 // value, so that it is one frame, not two.
-func (c *scCont) makeHost() func() {
+func (c *stackState) makeHost() func() {
 	return func() {
 		finished := false
 		defer c.crossing(&finished)
@@ -269,16 +269,16 @@ func (c *scCont) makeHost() func() {
 			// Yield's first result, the continuation it suspended: c is
 			// a Cont's (only Yield elides its frame), whose target it
 			// is. Thaw's arguments keep it visible to the collector.
-			ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contSC)).target)
+			ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contStack)).target)
 		}
 		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
 		finished = true
 	}
 }
 
-// contSC is the offset of a Cont's stack-copying state: the Cont whose
-// scCont is at s is at s less contSC.
-const contSC = int(unsafe.Offsetof(Cont{}.sc))
+// contStack is the offset of a Cont's stack-copying state: the Cont whose
+// stackState is at s is at s less contStack.
+const contStack = int(unsafe.Offsetof(Cont{}.stack))
 
 // growStackFor grows the goroutine's stack to at least n bytes below the
 // caller's frame, the ordinary way, by calling down.

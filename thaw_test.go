@@ -53,15 +53,15 @@ func sourceFunc(t *testing.T, fset *token.FileSet, file, name string) *ast.FuncD
 	return nil
 }
 
-// TestMountPassMatchesRun checks that scCont.run, which the tests and the
+// TestMountPassMatchesRun checks that stackState.run, which the tests and the
 // start-up probe drive, is the same pass as mount's loop runs: the same
 // enter or thaw, and the same test that the body returned.
 func TestMountPassMatchesRun(t *testing.T) {
 	fset := token.NewFileSet()
 	mount := sourceFunc(t, fset, "thaw_amd64.go", "Cont.mount")
-	run := sourceFunc(t, fset, "thaw_amd64.go", "scCont.run")
+	run := sourceFunc(t, fset, "thaw_amd64.go", "stackState.run")
 	if len(run.Body.List) != 3 {
-		t.Fatalf("scCont.run has %d statements; this test knows 3", len(run.Body.List))
+		t.Fatalf("stackState.run has %d statements; this test knows 3", len(run.Body.List))
 	}
 	pass := sourceCode(t, fset, run.Body.List[0], run.Body.List[1])
 	done := sourceCode(t, fset, run.Body.List[2].(*ast.IfStmt).Cond, run.Body.List[2].(*ast.IfStmt).Body.List[0])
@@ -82,9 +82,9 @@ func TestMountPassMatchesRun(t *testing.T) {
 		return true
 	})
 	if !foundPass {
-		t.Errorf("mount's loop has no pass matching scCont.run's:\n%s", pass)
+		t.Errorf("mount's loop has no pass matching stackState.run's:\n%s", pass)
 	}
 	if !foundDone {
-		t.Errorf("mount's loop has no end-of-body test matching scCont.run's:\n%s", done)
+		t.Errorf("mount's loop has no end-of-body test matching stackState.run's:\n%s", done)
 	}
 }

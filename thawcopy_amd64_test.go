@@ -17,7 +17,7 @@ import (
 // 12 words of locals (and a heap pointer each, for the pointer table), so
 // that the second capture's record, the frames thawed since the first,
 // ends with that frame, and the record's length covers every remainder
-// modulo 8 (the frames under it, scYieldKeeps's and scYield's, are the same
+// modulo 8 (the frames under it, scYieldKeeps's and stackYield's, are the same
 // in all). Every word of the frame but the two that a thaw rewrites must
 // come back as it was, with a collection between the rounds. (Dropping
 // the four- or two-word copy fails it; a wrong last word does not, as that
@@ -29,7 +29,7 @@ func TestThawCopiesEveryWord(t *testing.T) {
 	const rounds = 12
 	sizes := map[uintptr]bool{}
 	for k, frame := range scFrames {
-		c := &scCont{}
+		c := &stackState{}
 		bad := 0
 		c.body = func() {
 			for i := range rounds {
@@ -59,9 +59,9 @@ func TestThawCopiesEveryWord(t *testing.T) {
 // caller runs from the copy before the yield to the one after.
 //
 //go:noinline
-func scYieldKeeps(c *scCont) bool {
+func scYieldKeeps(c *stackState) bool {
 	before := callerFrame()
-	if !scYield(c) {
+	if !stackYield(c) {
 		return false
 	}
 	return sameFrame(before, callerFrame())
@@ -100,12 +100,12 @@ func sameFrame(a, b []uintptr) bool {
 }
 
 // scFrames yield from frames with 5 to 12 words of locals.
-var scFrames = []func(*scCont, uintptr, *capNode) bool{
+var scFrames = []func(*stackState, uintptr, *capNode) bool{
 	scFrame5, scFrame6, scFrame7, scFrame8, scFrame9, scFrame10, scFrame11, scFrame12,
 }
 
 //go:noinline
-func scFrame5(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame5(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [5]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -118,7 +118,7 @@ func scFrame5(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame6(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame6(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [6]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -131,7 +131,7 @@ func scFrame6(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame7(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame7(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [7]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -144,7 +144,7 @@ func scFrame7(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame8(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame8(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [8]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -157,7 +157,7 @@ func scFrame8(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame9(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame9(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [9]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -170,7 +170,7 @@ func scFrame9(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame10(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame10(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [10]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -183,7 +183,7 @@ func scFrame10(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame11(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame11(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [11]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
@@ -196,7 +196,7 @@ func scFrame11(c *scCont, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame12(c *scCont, seed uintptr, heap *capNode) bool {
+func scFrame12(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [12]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)

@@ -107,11 +107,11 @@ type Stats struct {
 type Cont struct {
 	contHead
 
-	// sc is the stack-copying backend's state: the frozen frames and how
+	// stack is the stack-copying backend's state: the frozen frames and how
 	// to thaw them. Its body is the continuation's on either backend.
 	// Once the body has ended it holds only what a Reset keeps
-	// (scCont.finished).
-	sc scCont
+	// (stackState.finished).
+	stack stackState
 }
 
 // contHead is the part of a Cont that Reset starts afresh, in one
@@ -126,7 +126,7 @@ type contHead struct {
 	// parentResolved: parentC is known (parent).
 	parentResolved bool
 	// reused: the record has been Reset, and is likely to be again, so
-	// its body's end keeps the stack chunk's arrays (scCont.finished).
+	// its body's end keeps the stack chunk's arrays (stackState.finished).
 	reused bool
 	// counted: the record is a countedCont, whose counters follow it
 	// (NewCont); NewUncountedCont's records have none.
@@ -245,7 +245,7 @@ var _ [0]struct{} = [unsafe.Offsetof(Cont{}.local)]struct{}{}
 func NewCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewCont", s, body)
 	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}, labels: profLabel()}
-	cc.sc.body = body
+	cc.stack.body = body
 	return &cc.Cont
 }
 
@@ -260,7 +260,7 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 func NewUncountedCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewUncountedCont", s, body)
 	c := &Cont{contHead: contHead{scope: s}}
-	c.sc.body = body
+	c.stack.body = body
 	return c
 }
 
@@ -300,7 +300,7 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if st := state(c.state.Load()); st != stDone {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
-	// The body's end (finish) left in c.sc only what a reset keeps: the
+	// The body's end (finish) left in c.stack only what a reset keeps: the
 	// chunk's emptied arrays, the host closure and, for a record reset
 	// before, the body. contHead starts afresh
 	// field by field, a pointer only if set, as finish leaves most of
@@ -328,8 +328,8 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 		c.dropLabels() // finish did; as dropLinks
 		c.createLabels()
 	}
-	if !sameFunc(c.sc.body, body) { // kept by finish: likely the same
-		c.sc.body = body
+	if !sameFunc(c.stack.body, body) { // kept by finish: likely the same
+		c.stack.body = body
 	}
 }
 
@@ -402,7 +402,7 @@ func (c *Cont) PanicStack(v any) []byte {
 	if !useStackCopy {
 		return c.ptPanicStack(v)
 	}
-	return c.scPanicStack(v)
+	return c.barrierPanicStack(v)
 }
 
 // sameInterface reports whether a and b hold the same interface words:

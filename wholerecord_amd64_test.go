@@ -53,7 +53,7 @@ func TestStackCopyWholeFirstRecord(t *testing.T) {
 		const rounds = 4
 		c := NewCont(s, func() { sum = wholeDepth(s, tc.depth, rounds) })
 		c.Run(nil)
-		recs := c.sc.chunk.records()
+		recs := c.stack.chunk.records()
 		st1 := c.Stats()
 		if words := st1.BytesFrozen / uint64(wordSize); (words <= wholeRecordWords) != tc.whole {
 			t.Fatalf("depth %d: the region is %d words: the test's depths no longer fit wholeRecordWords (%d)", tc.depth, words, wholeRecordWords)
@@ -70,7 +70,7 @@ func TestStackCopyWholeFirstRecord(t *testing.T) {
 		if !tc.whole && thawed >= st1.FramesFrozen {
 			t.Fatalf("depth %d: the first resume thawed all %d frames of a large region", tc.depth, thawed)
 		}
-		if n := len(c.sc.chunk.records()); n < 2 {
+		if n := len(c.stack.chunk.records()); n < 2 {
 			t.Fatalf("depth %d: the capture above the barrier is %d record; want the region cut", tc.depth, n)
 		}
 		if frozen := st2.FramesFrozen - st1.FramesFrozen; tc.whole && frozen != st1.FramesFrozen {
