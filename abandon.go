@@ -19,7 +19,8 @@ func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
 		if useStackCopy {
 			// c's Yield unwinds its frames, and mount finishes c.
-			go c.mount(nil, true)
+			c.abandonFrozen()
+			go c.mount(nil)
 			return
 		}
 		go func() {

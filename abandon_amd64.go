@@ -22,3 +22,11 @@ func (c *Cont) traceFrozen() []runtime.Frame {
 	}
 	return append(frames, userFrames(pcs)...)
 }
+
+// abandonFrozen readies c, which Abandon has moved to cancelling, for
+// mount: its Yield is to unwind (stackState.cancel), and mount is to
+// finish it (stackRare.abandoned).
+func (c *Cont) abandonFrozen() {
+	c.stack.cancel = true
+	c.stack.rareState().abandoned = true
+}

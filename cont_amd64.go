@@ -84,6 +84,10 @@ func (c *stackState) finished(keep bool) {
 type stackRare struct {
 	err error // why the last yield could not suspend (stackYield)
 
+	// abandoned marks a continuation that Abandon is unwinding: mount
+	// counts no Run for it, and finishes it however its body ends.
+	abandoned bool
+
 	// What the yield returns when it is thawed next: the freeze of an
 	// enclosing continuation failed (pinErr), or the continuation was
 	// abandoned and must unwind (stackState.cancel).

@@ -36,6 +36,7 @@ type errPinned struct {
 }
 
 func (c *Cont) freezeNested(*Cont) (bool, *errPinned)   { panic(noStackCopy) }
+func (c *Cont) abandonFrozen()                          { panic(noStackCopy) }
 func (c *Cont) traceFrozen() []runtime.Frame            { panic(noStackCopy) }
 func (c *Cont) barrierPanicStack(any) []byte            { panic(noStackCopy) }
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
@@ -44,7 +45,7 @@ func stackCopyCheck() error                             { panic(noStackCopy) }
 const noStackCopy = "weft: internal error: stack-copying backend used in a build without it"
 
 // mount is Run, which here only calls acquire.
-func (c *Cont) mount(owner any, abandon bool) {
+func (c *Cont) mount(owner any) {
 	if c.acquire(owner) {
 		panic(noStackCopy)
 	}

@@ -1,6 +1,10 @@
 package weft
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/weftrt/weft/internal/proflabel"
+)
 
 // A continuation's body has pprof labels of its own, as a goroutine has:
 // it starts with those of the goroutine that created its record (NewCont,
@@ -23,22 +27,11 @@ import "unsafe"
 // allocation. Uncounted ones, and those marked LeaveLabels, leave labels
 // to their executor: the scheduler gives each virtual thread its own.
 
-// profLabel returns the calling goroutine's profiler labels (the runtime's
-// g.labels, as runtime/pprof reads them).
-//
-//go:linkname profLabel runtime/pprof.runtime_getProfLabel
-func profLabel() unsafe.Pointer
-
-// setProfLabel sets the calling goroutine's profiler labels.
-//
-//go:linkname setProfLabel runtime/pprof.runtime_setProfLabel
-func setProfLabel(labels unsafe.Pointer)
-
 // createLabels gives the new body of a reset record, a counted one, the
 // calling goroutine's labels, unless c leaves labels to its executor.
 func (c *Cont) createLabels() {
 	if cc := (*countedCont)(unsafe.Pointer(c)); !cc.leaveLabels {
-		if l := profLabel(); l != nil {
+		if l := proflabel.Get(); l != nil {
 			cc.labels = l
 		}
 	}
@@ -56,8 +49,8 @@ func (c *Cont) startLabels() {
 	if cc.leaveLabels {
 		return
 	}
-	if l := cc.labels; l != profLabel() {
-		setProfLabel(l)
+	if l := cc.labels; l != proflabel.Get() {
+		proflabel.Set(l)
 	}
 	if cc.labels != nil {
 		cc.labels = nil

@@ -2,7 +2,11 @@
 
 package weft
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/weftrt/weft/internal/proflabel"
+)
 
 // On this backend a continuation's body runs on the goroutine that calls
 // Run, whose g holds the pprof labels the CPU profiler's signal handler
@@ -28,7 +32,7 @@ func (c *Cont) mountLabels(outer unsafe.Pointer) {
 		cc.outer = outer
 	}
 	if cc.labels != outer {
-		setProfLabel(cc.labels)
+		proflabel.Set(cc.labels)
 	}
 }
 
@@ -48,7 +52,7 @@ func (c *Cont) unmountLabels(now unsafe.Pointer) {
 		cc.labels = now
 	}
 	if outer := cc.outer; now != outer {
-		setProfLabel(outer)
+		proflabel.Set(outer)
 		cc.outer = nil // the goroutine's; not the record's to keep alive
 	}
 }

@@ -72,7 +72,7 @@ func scDeep(c *stackState, depth, yields int, sum *int) bool {
 			if !stackYield(c) {
 				return false
 			}
-			growStackFor(uintptr(i%4) * 16 << 10) // grow the stack after a thaw
+			arch.GrowStack(uintptr(i%4) * 16 << 10) // grow the stack after a thaw
 		}
 		*sum += local
 		return true

@@ -25,7 +25,7 @@ import (
 func (c *Cont) Run(owner any) {
 	// One call, so that Run inlines and puts no frame of its own between
 	// its caller and the mount (mount says why that matters).
-	c.mount(owner, false)
+	c.mount(owner)
 }
 
 // acquire moves c from new or suspended to mounted, for a Run that did

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/internal/proflabel"
 	"github.com/weftrt/weft/internal/rt"
 )
 
@@ -35,10 +36,10 @@ const stackCopyBuilt = true
 
 // mount is the one mount loop of the stack-copying backend. It runs c on
 // the calling goroutine until c's body ends or c yields to its own scope.
-// Run calls it (abandon false); on the portable backend it only calls
-// acquire. Abandon calls it on a fresh goroutine (abandon true) for c,
-// which it has moved to cancelling: c's Yield then unwinds c's frames, and
-// mount finishes c however the unwinding ends.
+// Run calls it; on the portable backend it only calls acquire. Abandon
+// calls it on a fresh goroutine for c, which it has moved to cancelling
+// and marked abandoned (stackRare.abandoned): c's Yield then unwinds c's
+// frames, and mount finishes c however the unwinding ends.
 //
 // Run inlines, so no frame lies between Run's caller and mount. After
 // every yield, arch.JumpBack arrives in arch.Enter by a jump. Each frame
@@ -50,13 +51,14 @@ const stackCopyBuilt = true
 // puts back (aborted relies on it).
 //
 //go:noinline
-func (c *Cont) mount(owner any, abandon bool) {
-	if abandon {
-		c.stack.cancel = true
-	} else if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
-		// Not the usual resume: a first Run, a misuse, or the portable
-		// backend.
-		if !c.acquire(owner) {
+func (c *Cont) mount(owner any) {
+	runs := uint64(1) // what this mount adds to the Runs count
+	if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
+		// Not the usual resume: an abandonment, a first Run, a misuse,
+		// or the portable backend.
+		if r := c.stack.rare; useStackCopy && r != nil && r.abandoned {
+			runs = 0 // an abandonment is no Run
+		} else if !c.acquire(owner) {
 			return
 		}
 	}
@@ -65,12 +67,10 @@ func (c *Cont) mount(owner any, abandon bool) {
 	slot, prev := gls.Push(&c.local)
 	if c.counted {
 		cc := (*countedCont)(unsafe.Pointer(c))
-		if !abandon {
-			bump(&cc.n.runs, 1) // an abandonment is no Run
-		}
+		bump(&cc.n.runs, runs)
 		// mountLabels, unless the goroutine's labels are already the
 		// body's and the ones that unmount is to put back (none, say).
-		if l := profLabel(); l != cc.outer || l != cc.labels {
+		if l := proflabel.Get(); l != cc.outer || l != cc.labels {
 			c.mountLabels(l)
 		}
 	}
@@ -118,7 +118,7 @@ func (c *Cont) mount(owner any, abandon bool) {
 		c.suspendParent()
 		slot, prev = gls.Push(&c.local)
 		if c.counted { // as at the first pass
-			if cc, l := (*countedCont)(unsafe.Pointer(c)), profLabel(); l != cc.outer || l != cc.labels {
+			if cc, l := (*countedCont)(unsafe.Pointer(c)), proflabel.Get(); l != cc.outer || l != cc.labels {
 				c.mountLabels(l)
 			}
 		}
@@ -129,11 +129,12 @@ func (c *Cont) mount(owner any, abandon bool) {
 	normal = true
 	if r := s.rare; r != nil {
 		r.dropCrossed() // the panic it recorded is over
-	}
-	if abandon {
-		// A deferred call of the unwinding body yielded: nobody resumes c.
-		c.finish()
-		return
+		if r.abandoned {
+			// A deferred call of the unwinding body yielded: nobody
+			// resumes c.
+			c.finish()
+			return
+		}
 	}
 	c.owner = nil
 	c.state.Store(int32(stSuspended))
@@ -182,7 +183,7 @@ func (c *Cont) unmountCounted() {
 	// unmountLabels's fast path, written out: the goroutine's labels
 	// are still the body's, which are the goroutine's own.
 	cc := (*countedCont)(unsafe.Pointer(c))
-	if now := profLabel(); now != cc.outer || now != cc.labels {
+	if now := proflabel.Get(); now != cc.outer || now != cc.labels {
 		c.unmountLabels(now)
 	}
 	k, n := &c.stack.chunk, &cc.n
@@ -231,7 +232,7 @@ func (c *stackState) prepareThaw() {
 		n := arch.HeaderEnding(unsafe.Add(c.chunk.Mem, top*wordSize)).Words
 		// ensureStack, written out: one call when there is room.
 		if need := uintptr(n)*wordSize + 8<<10; arch.StackRoom() <= need+arch.ThawHeadroom {
-			growStackFor(need)
+			arch.GrowStack(need)
 		}
 	}
 	if c.elided {
@@ -279,15 +280,3 @@ func (c *stackState) makeHost() func() {
 // contStack is the offset of a Cont's stack-copying state: the Cont whose
 // stackState is at s is at s less contStack.
 const contStack = int(unsafe.Offsetof(Cont{}.stack))
-
-// growStackFor grows the goroutine's stack to at least n bytes below the
-// caller's frame, the ordinary way, by calling down.
-//
-//go:noinline
-func growStackFor(n uintptr) byte {
-	var pad [1024]byte
-	if n <= uintptr(len(pad)) {
-		return pad[0]
-	}
-	return growStackFor(n-uintptr(len(pad))) + pad[n%uintptr(len(pad))]
-}

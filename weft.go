@@ -28,6 +28,7 @@ import (
 	"unsafe"
 
 	"github.com/weftrt/weft/internal/gls"
+	"github.com/weftrt/weft/internal/proflabel"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
 )
@@ -244,7 +245,7 @@ var _ [0]struct{} = [unsafe.Offsetof(Cont{}.local)]struct{}{}
 // (LeaveLabels). Nothing runs until the first Run.
 func NewCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewCont", s, body)
-	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}, labels: profLabel()}
+	cc := &countedCont{Cont: Cont{contHead: contHead{scope: s, counted: true}}, labels: proflabel.Get()}
 	cc.stack.body = body
 	return &cc.Cont
 }

@@ -116,7 +116,7 @@ func ThawPC() uintptr
 func growPinned(n uintptr) {
 	shorts.Add(1) // intrinsic: no call
 	procPin()
-	growStack(n)
+	GrowStack(n)
 	procUnpin()
 }
 
@@ -128,16 +128,17 @@ var shorts atomic.Uint64
 // compare it before and after.
 func Shorts() uint64 { return shorts.Load() }
 
-// growStack grows the goroutine's stack to at least n bytes below the
-// caller's frame, the ordinary way, by calling down.
+// GrowStack grows the goroutine's stack to at least n bytes below the
+// caller's frame, the ordinary way, by calling down. Its result means
+// nothing; it keeps the frames from being optimized away.
 //
 //go:noinline
-func growStack(n uintptr) byte {
+func GrowStack(n uintptr) byte {
 	var pad [1024]byte
 	if n <= uintptr(len(pad)) {
 		return pad[0]
 	}
-	return growStack(n-uintptr(len(pad))) + pad[n%uintptr(len(pad))]
+	return GrowStack(n-uintptr(len(pad))) + pad[n%uintptr(len(pad))]
 }
 
 // procPin and procUnpin raise and lower m.locks (runtime.procPin is kept

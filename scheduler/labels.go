@@ -1,6 +1,10 @@
 package scheduler
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/weftrt/weft/internal/proflabel"
+)
 
 // A virtual thread has pprof labels of its own, as a goroutine does: it
 // starts with those of the goroutine or virtual thread that called Go,
@@ -11,16 +15,9 @@ import "unsafe"
 // virtual thread's there for as long as it runs, and takes them back
 // (docs/api.md, "Profiler labels").
 
-// profLabel returns the calling goroutine's profiler labels (the runtime's
-// g.labels; runtime/pprof reads them the same way).
-//
-//go:linkname profLabel runtime/pprof.runtime_getProfLabel
-func profLabel() unsafe.Pointer
-
-// setProfLabel sets the calling goroutine's profiler labels.
-//
-//go:linkname setProfLabel runtime/pprof.runtime_setProfLabel
-func setProfLabel(labels unsafe.Pointer)
+// profLabel and setProfLabel are proflabel.Get and proflabel.Set.
+func profLabel() unsafe.Pointer          { return proflabel.Get() }
+func setProfLabel(labels unsafe.Pointer) { proflabel.Set(labels) }
 
 // labels returns vt's profiler labels: nil unless it has some. Read by the
 // goroutine running vt, or before vt is published.

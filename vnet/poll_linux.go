@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/weftrt/weft/internal/netpoll"
+	"github.com/weftrt/weft/internal/proflabel"
 	"golang.org/x/sys/unix"
 )
 
@@ -218,11 +219,8 @@ func (p *poller) loop() {
 	}
 }
 
-// setProfLabel sets the calling goroutine's profiler labels, as
-// pprof.SetGoroutineLabels does (and the scheduler's carriers, for theirs).
-//
-//go:linkname setProfLabel runtime/pprof.runtime_setProfLabel
-func setProfLabel(labels unsafe.Pointer)
+// setProfLabel is proflabel.Set.
+func setProfLabel(labels unsafe.Pointer) { proflabel.Set(labels) }
 
 // stop tells the loop to close its descriptors and exit. Called with
 // pollMu held, once nothing is registered.
