@@ -22,13 +22,6 @@ import (
 
 const wordSize = unsafe.Sizeof(uintptr(0))
 
-// clearedHook, if set (by tests), is told after each capture the words
-// (region word indexes) of stack objects no live pointer reaches that held
-// an address in the stack outside the record: garbage, which the image
-// holds as zero rather than as an address that would dangle once the
-// frames are thawed elsewhere. The chunk does not keep them.
-var clearedHook func(c *stackChunk, words []uint32)
-
 // The thaw policy: the innermost record holds weft's own frames above the
 // code that yielded (a generator's yield function, a scheduler's park; not
 // Yield's, which a capture leaves out) and firstRecordFrames more (the

@@ -344,7 +344,7 @@ func collectWhile() (stop func()) {
 	return func() { close(quit); <-done }
 }
 
-// clearedWords records what clearedHook is told about the chunks that
+// clearedWords records what hooks.cleared is told about the chunks that
 // capLeaf watches, for clearedOf. It holds only those, and only while
 // capLeaf checks them: a chunk stored here is never collected, and so
 // neither is its continuation nor anything its frames point to, which
@@ -353,12 +353,12 @@ func collectWhile() (stop func()) {
 // with -count).
 var clearedWords sync.Map // *stackChunk -> []uint32
 
-// watchCleared has clearedHook record c's captures until
+// watchCleared has hooks.cleared record c's captures until
 // clearedWords.Delete(c).
 func watchCleared(c *stackChunk) { clearedWords.Store(c, []uint32(nil)) }
 
 func init() {
-	clearedHook = func(c *stackChunk, words []uint32) {
+	hooks.cleared = func(c *stackChunk, words []uint32) {
 		if _, ok := clearedWords.Load(c); ok {
 			clearedWords.Store(c, slices.Clone(words))
 		}

@@ -95,7 +95,7 @@ type roomLog struct {
 //go:noinline
 func roomPattern(t *testing.T, c *stackState, pattern string, log *roomLog) {
 	for i := range len(pattern) {
-		before := stackYieldCounts.templated.Load()
+		before := hooks.yieldCounts.templated.Load()
 		log.memLen = append(log.memLen, c.chunk.memLen)
 		log.ptrsLen = append(log.ptrsLen, c.chunk.ptrsLen)
 		ok := false
@@ -108,7 +108,7 @@ func roomPattern(t *testing.T, c *stackState, pattern string, log *roomLog) {
 			ok = roomPtrs(c, i+1)
 		}
 		roomChecked(t, c, i, pattern[i], ok)
-		log.fast = append(log.fast, stackYieldCounts.templated.Load() != before)
+		log.fast = append(log.fast, hooks.yieldCounts.templated.Load() != before)
 		runtime.GC()
 	}
 }
@@ -191,7 +191,7 @@ func TestFastCaptureRoomCheck(t *testing.T) {
 //go:noinline
 func roomEdge(t *testing.T, c *stackState, words bool, slack []int, log *roomLog) {
 	for i := range len(slack) {
-		before := stackYieldCounts.templated.Load()
+		before := hooks.yieldCounts.templated.Load()
 		if slack[i] != noSlack {
 			shortenRoom(c, words, slack[i])
 		}
@@ -202,7 +202,7 @@ func roomEdge(t *testing.T, c *stackState, words bool, slack []int, log *roomLog
 			ok = roomPtrs(c, i+1)
 		}
 		roomChecked(t, c, i, 'e', ok)
-		log.fast = append(log.fast, stackYieldCounts.templated.Load() != before)
+		log.fast = append(log.fast, hooks.yieldCounts.templated.Load() != before)
 		runtime.GC()
 	}
 }
@@ -319,9 +319,9 @@ type bpLog struct {
 //go:noinline
 func bpPattern(t *testing.T, c *stackState, bad []bool, log *bpLog) {
 	for i := range len(bad) {
-		before := stackYieldCounts.templated.Load()
+		before := hooks.yieldCounts.templated.Load()
 		ok, suspended := bpYield(c, i+1, bad[i])
-		log.fast = append(log.fast, stackYieldCounts.templated.Load() != before)
+		log.fast = append(log.fast, hooks.yieldCounts.templated.Load() != before)
 		log.suspended = append(log.suspended, suspended)
 		log.refusals = append(log.refusals, takeRefusal(c))
 		roomChecked(t, c, i, 'b', ok)
@@ -431,9 +431,9 @@ func fastStackPointer(t *testing.T) {
 			if i == stackRound {
 				h.p, h.stack = h.stack, nil
 			}
-			before := stackYieldCounts.templated.Load()
+			before := hooks.yieldCounts.templated.Load()
 			ok[i] = stackPtrYield(c, h)
-			fast[i] = stackYieldCounts.templated.Load() != before
+			fast[i] = hooks.yieldCounts.templated.Load() != before
 		}
 	}
 	// Resumed on this goroutine (runToEnd uses new ones), so that px

@@ -11,10 +11,6 @@ import (
 // region (capture_amd64.go), then jump back to its arch.Enter, or report
 // why nothing was suspended. The resume "returns" from the capture again.
 
-// stackYieldCounts, if set (by tests, whose stackYield records belong to no
-// Cont), is where stackYield's captures count what they froze.
-var stackYieldCounts *counters
-
 // stackYield suspends the running stackState: it captures the frames from its own
 // up to arch.Enter's and jumps back. When the continuation is thawed, the
 // capture call "returns" again, with c.resumed set, and stackYield returns.
@@ -22,7 +18,7 @@ var stackYieldCounts *counters
 //
 //go:noinline
 func stackYield(c *stackState) bool {
-	err := c.chunk.capture(enterPC, false, stackYieldCounts)
+	err := c.chunk.capture(enterPC, false, hooks.yieldCounts)
 	if c.resumed {
 		c.resumed = false
 		return true

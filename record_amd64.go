@@ -337,8 +337,8 @@ func (c *stackChunk) push(s *captureScratch) {
 		clear(ptrs[ptop:c.ptrHigh]) // pointers of records thawed since
 	}
 	c.ptrHigh = uint32(ptop)
-	if clearedHook != nil {
-		clearedHook(c, s.cleared)
+	if hooks.cleared != nil {
+		hooks.cleared(c, s.cleared)
 	}
 }
 
@@ -417,8 +417,8 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 		clear(ptrs[ptop+np : c.ptrHigh]) // pointers of records thawed since
 	}
 	c.ptrHigh = uint32(ptop + np)
-	if clearedHook != nil {
-		clearedHook(c, s.cleared)
+	if hooks.cleared != nil {
+		hooks.cleared(c, s.cleared)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/internal/thawstat"
 	"github.com/weftrt/weft/scope"
 )
 
@@ -220,7 +221,7 @@ func TestBarrierGrowsStack(t *testing.T) {
 	eagerThaw = false
 	defer collectWhile()()
 	for _, depth := range []int{6, 10, 31} {
-		shorts := arch.Shorts()
+		shorts := thawstat.Grown.Load()
 		c := &stackState{}
 		var n int
 		c.body = func() { _, _, n = scSmall(c, depth, 3) }
@@ -228,7 +229,7 @@ func TestBarrierGrowsStack(t *testing.T) {
 		if n != depth {
 			t.Fatalf("depth %d: the body computed %d", depth, n)
 		}
-		grown := arch.Shorts() - shorts
+		grown := thawstat.Grown.Load() - shorts
 		if grown == 0 {
 			t.Fatalf("depth %d: the barrier never had to grow the stack: the test does not test what it says", depth)
 		}
@@ -313,11 +314,11 @@ func TestCaptureTemplateFallsBack(t *testing.T) {
 	}
 }
 
-// countScYields has stackYield count what it freezes, in stackYieldCounts,
+// countScYields has stackYield count what it freezes, in hooks.yieldCounts,
 // until the test ends.
 func countScYields(t *testing.T) {
-	stackYieldCounts = new(counters)
-	t.Cleanup(func() { stackYieldCounts = nil })
+	hooks.yieldCounts = new(counters)
+	t.Cleanup(func() { hooks.yieldCounts = nil })
 }
 
 // scTemplatedNil yields in a loop with a pointer live across each yield
@@ -329,11 +330,11 @@ func scTemplatedNil(c *stackState, rounds int, fast *int) int {
 	var p *capNode
 	sum := 0
 	for i := 0; i < rounds; i++ {
-		before := stackYieldCounts.templated.Load()
+		before := hooks.yieldCounts.templated.Load()
 		if !stackYield(c) {
 			panic(c.refusal())
 		}
-		if stackYieldCounts.templated.Load() != before {
+		if hooks.yieldCounts.templated.Load() != before {
 			*fast++
 		}
 		if p != nil {
@@ -397,7 +398,7 @@ func scAlternating(c *stackState, rounds int, fast *int) int {
 	capEscape = heap
 	sum := 0
 	for i := 0; i < rounds; i++ {
-		before := stackYieldCounts.templated.Load()
+		before := hooks.yieldCounts.templated.Load()
 		ok := false
 		if i%2 == 0 {
 			ok = scYieldA(c)
@@ -407,7 +408,7 @@ func scAlternating(c *stackState, rounds int, fast *int) int {
 		if !ok {
 			panic(c.refusal())
 		}
-		if stackYieldCounts.templated.Load() != before {
+		if hooks.yieldCounts.templated.Load() != before {
 			*fast++
 		}
 		sum += heap.v + i
@@ -478,7 +479,7 @@ func TestCaptureTemplateStackGrowth(t *testing.T) {
 		t.Skip("runtime layout not mirrored")
 	}
 	moves := 0
-	templateAtHook = func() {
+	hooks.templateAt = func() {
 		// Outgrow the stack, up to 256 KiB: the runtime copies it.
 		g := rt.CurG()
 		if size := g.StackHi - g.StackLo; size < 256<<10 {
@@ -489,7 +490,7 @@ func TestCaptureTemplateStackGrowth(t *testing.T) {
 			}
 		}
 	}
-	defer func() { templateAtHook = nil }()
+	defer func() { hooks.templateAt = nil }()
 	const rounds = 40
 	countScYields(t)
 	c := &stackState{}

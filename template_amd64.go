@@ -221,8 +221,6 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 // an unsafe.Pointer, which moves with it, and only offsets from it are
 // read.
 func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
-	// Tests set templateAtHook to grow the stack at every step of the
-	// walk, as a descriptor lookup that misses the cache may.
 	selfPC, skipPC := pc, uintptr(0)
 	d := descFor(pc)
 	if d.bad {
@@ -243,8 +241,8 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 	nf := 0
 	for {
 		d := descFor(pc)
-		if templateAtHook != nil {
-			templateAtHook() // tests: move the stack mid-walk
+		if hooks.templateAt != nil {
+			hooks.templateAt() // tests: move the stack mid-walk
 		}
 		if d.entry == thawPC && !d.bad {
 			break
@@ -259,10 +257,6 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 	}
 	return templateSetOf(pcs[:nf]).find(&pcs, nf, selfPC, skipPC, pc)
 }
-
-// templateAtHook, if set (by tests), is called at each step of
-// templateAt's walk.
-var templateAtHook func()
 
 // templateFor returns the template of the region s has just captured
 // into a single record, or nil if the region does not qualify (it has a

@@ -3,8 +3,9 @@
 package arch
 
 import (
-	"sync/atomic"
 	"unsafe"
+
+	"github.com/weftrt/weft/internal/thawstat"
 )
 
 // The stack-copying backend's control transfers on amd64, in
@@ -114,19 +115,11 @@ func ThawPC() uintptr
 //
 //go:nosplit
 func growPinned(n uintptr) {
-	shorts.Add(1) // intrinsic: no call
+	thawstat.Grown.Add(1) // intrinsic: no call
 	procPin()
 	GrowStack(n)
 	procUnpin()
 }
-
-// shorts counts growPinned's calls, process-wide.
-var shorts atomic.Uint64
-
-// Shorts returns how many times, in this process, a thaw found too little
-// stack for the next record and grew the stack first. It only grows; tests
-// compare it before and after.
-func Shorts() uint64 { return shorts.Load() }
 
 // GrowStack grows the goroutine's stack to at least n bytes below the
 // caller's frame, the ordinary way, by calling down. Its result means

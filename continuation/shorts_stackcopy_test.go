@@ -2,8 +2,8 @@
 
 package continuation_test
 
-import "github.com/weftrt/weft/arch"
+import "github.com/weftrt/weft/internal/thawstat"
 
 // thawShorts is how many thaws in this process found too little stack and
-// grew it first (arch.Shorts), on builds with the stack-copying backend.
-func thawShorts() uint64 { return arch.Shorts() }
+// grew it first (thawstat.Grown), on builds with the stack-copying backend.
+func thawShorts() uint64 { return thawstat.Grown.Load() }
