@@ -516,3 +516,260 @@ func TestTemplateSetKeepsTwo(t *testing.T) {
 		t.Fatal("a template matched another skip, barrier or capture PC")
 	}
 }
+
+// scTemplated yields in a loop with heap pointers and scalars live across
+// each yield, and no stack objects: a region the capture template covers.
+//
+//go:noinline
+func scTemplated(c *stackState, rounds int, sawTemplate *bool) int {
+	heap := &capNode{v: 7}
+	capEscape = heap // on the heap, not a stack object of this frame
+	n := 1000
+	sum := 0
+	for i := 0; i < rounds; i++ {
+		if !stackYield(c) {
+			panic(c.refusal())
+		}
+		*sawTemplate = *sawTemplate || c.chunk.tmpl != nil
+		runtime.GC()
+		sum += heap.v + n
+		n++
+	}
+	return sum
+}
+
+// runWithDeferRecord runs c once from a frame with a heap defer record
+// pending (a defer in a loop), which the template fast path leaves to the
+// general capture, since it does not look for defer records.
+//
+//go:noinline
+func runWithDeferRecord(c *stackState) {
+	for i := 0; i < 1; i++ {
+		defer func() {}()
+	}
+	c.run()
+}
+
+// The capture template is taken on the rounds it covers and handed back to
+// the general path on the others (here: a defer record on the goroutine),
+// and every value survives either way.
+func TestCaptureTemplateFallsBack(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds = 40
+	c := &stackState{}
+	var sum int
+	saw := false
+	c.body = func() { sum = scTemplated(c, rounds, &saw) }
+	for i := 0; !c.done; i++ {
+		if i > rounds+2 {
+			t.Fatal("the body did not finish")
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if i%2 == 1 {
+				runWithDeferRecord(c)
+			} else {
+				c.run()
+			}
+		}()
+		<-done
+		if c.refusal() != nil {
+			t.Fatal(c.refusal())
+		}
+	}
+	want := 0
+	for i := 0; i < rounds; i++ {
+		want += 7 + 1000 + i
+	}
+	if sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	if !saw {
+		t.Fatal("no capture made a template: the test does not test the fast path")
+	}
+}
+
+// countScYields has stackYield count what it freezes, in hooks.yieldCounts,
+// until the test ends.
+func countScYields(t *testing.T) {
+	hooks.yieldCounts = new(counters)
+	t.Cleanup(func() { hooks.yieldCounts = nil })
+}
+
+// scTemplatedNil yields in a loop with a pointer live across each yield
+// that is nil for the first half of the rounds, and counts the captures
+// that took the fast path.
+//
+//go:noinline
+func scTemplatedNil(c *stackState, rounds int, fast *int) int {
+	var p *capNode
+	sum := 0
+	for i := 0; i < rounds; i++ {
+		before := hooks.yieldCounts.templated.Load()
+		if !stackYield(c) {
+			panic(c.refusal())
+		}
+		if hooks.yieldCounts.templated.Load() != before {
+			*fast++
+		}
+		if p != nil {
+			sum += p.v
+		}
+		p = nilUntil(i, rounds/2)
+		runtime.GC()
+	}
+	return sum
+}
+
+//go:noinline
+func nilUntil(i, n int) *capNode {
+	if i < n {
+		return nil
+	}
+	p := &capNode{v: i}
+	capEscape = p
+	return p
+}
+
+// A live pointer word that is nil when the general capture makes the
+// template still gets a place in the template's record: the fast path must
+// find room for every word the maps mark live, not only for the pointers
+// the general capture saw, or it never runs.
+func TestCaptureTemplateNilPointers(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds = 40
+	countScYields(t)
+	c := &stackState{}
+	var sum, fast int
+	c.body = func() { sum = scTemplatedNil(c, rounds, &fast) }
+	runToEnd(t, c, rounds+2)
+	want := 0
+	for i := rounds / 2; i < rounds-1; i++ {
+		want += i
+	}
+	if sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	// The first two captures make the template; every later one fits it.
+	if fast < rounds-3 {
+		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-3)
+	}
+}
+
+//go:noinline
+func scYieldA(c *stackState) bool { return stackYield(c) }
+
+//go:noinline
+func scYieldB(c *stackState) bool { return stackYield(c) }
+
+// scAlternating yields from two call chains in turn, counting the
+// captures that took the fast path.
+//
+//go:noinline
+func scAlternating(c *stackState, rounds int, fast *int) int {
+	heap := &capNode{v: 3}
+	capEscape = heap
+	sum := 0
+	for i := 0; i < rounds; i++ {
+		before := hooks.yieldCounts.templated.Load()
+		ok := false
+		if i%2 == 0 {
+			ok = scYieldA(c)
+		} else {
+			ok = scYieldB(c)
+		}
+		if !ok {
+			panic(c.refusal())
+		}
+		if hooks.yieldCounts.templated.Load() != before {
+			*fast++
+		}
+		sum += heap.v + i
+		runtime.GC()
+	}
+	return sum
+}
+
+// A yield loop that alternates between two call chains takes the fast
+// path on both, each with its own template (templateAt), though the chunk
+// keeps only the last one.
+func TestCaptureTemplateAlternating(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds = 40
+	countScYields(t)
+	c := &stackState{}
+	var sum, fast int
+	c.body = func() { sum = scAlternating(c, rounds, &fast) }
+	runToEnd(t, c, rounds+2)
+	if want := rounds*3 + rounds*(rounds-1)/2; sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	if fast < rounds-4 {
+		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-4)
+	}
+}
+
+// growBy uses more than n KiB of stack, so that a goroutine whose stack
+// is smaller has it copied to a larger one.
+//
+//go:noinline
+func growBy(n int) uintptr {
+	var pad [128]uintptr // on the stack: only indexed, never escapes
+	pad[n%128] = uintptr(n)
+	if n > 0 {
+		pad[(n*7)%128] += growBy(n - 1)
+	}
+	return pad[(n*3)%128]
+}
+
+// The alternating yield loop of TestCaptureTemplateAlternating with the
+// stack moved at the steps of templateAt's walk (the hook outgrows the
+// stack until it is 256 KiB; each resume runs on a fresh goroutine), while
+// the collector runs between yields (and, in CI, with GOGC=1 and the
+// GODEBUG checks). Every value must survive, and the captures must still
+// take the fast path. templateAt's answer is only a hint, which
+// fastCapture checks against the live stack before it copies anything, so
+// a walk that read the old stack after a move would find stale but equal
+// PCs there and pass too: what this test holds is that a stack move in
+// the middle of a capture's fast path loses nothing.
+func TestCaptureTemplateStackGrowth(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	moves := 0
+	hooks.templateAt = func() {
+		// Outgrow the stack, up to 256 KiB: the runtime copies it.
+		g := rt.CurG()
+		if size := g.StackHi - g.StackLo; size < 256<<10 {
+			hi := g.StackHi
+			growBy(int(size>>10) + 1)
+			if rt.CurG().StackHi != hi {
+				moves++
+			}
+		}
+	}
+	defer func() { hooks.templateAt = nil }()
+	const rounds = 40
+	countScYields(t)
+	c := &stackState{}
+	var sum, fast int
+	c.body = func() { sum = scAlternating(c, rounds, &fast) }
+	runToEnd(t, c, rounds+2)
+	if want := rounds*3 + rounds*(rounds-1)/2; sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	if fast < rounds-4 {
+		t.Fatalf("%d of %d captures took the fast path", fast, rounds)
+	}
+	if moves == 0 {
+		t.Fatal("the stack never moved during templateAt: the test does not test what it says")
+	}
+	t.Logf("the stack moved %d times during templateAt", moves)
+}

@@ -22,8 +22,8 @@ import (
 // goroutine must find nothing mounted.
 //
 // That the dropped continuations are collected is checked too: a test
-// binary that kept them (a test hook once did) could not see a record
-// left pointing at a freed one.
+// binary that kept them alive (through a test hook, say) could not see a
+// record left pointing at a freed one.
 func TestNoRecordOutlivesRun(t *testing.T) {
 	outer, inner := scope.New("outer"), scope.New("inner")
 	var droppedN, collected atomic.Int64

@@ -4,15 +4,170 @@ package weft
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
+	"unsafe"
 
+	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
 	"github.com/weftrt/weft/scope"
 )
+
+// A body frozen at each yield and thawed on a new goroutine every time:
+// locals, pointers to heap objects and to its own stack locals, and a
+// pointer to an address-taken array must all come back.
+func TestStackCopyRoundTrip(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	c := &stackState{}
+	var trace []string
+	c.body = func() {
+		x := 10
+		p := &x // a pointer to this frame's own local
+		h := &capNode{v: 5}
+		var arr [2]*capNode
+		arr[0] = h
+		q := &arr
+		for i := 0; i < 5; i++ {
+			if !stackYield(c) {
+				trace = append(trace, "pinned: "+c.refusal().Error())
+				return
+			}
+			*p += i
+			runtime.GC()
+			trace = append(trace, fmt.Sprint(x, h.v, q[0].v, len(trace)))
+		}
+	}
+	for i := 0; !c.done; i++ {
+		if i > 10 {
+			t.Fatal("the body did not finish")
+		}
+		done := make(chan struct{})
+		go func() { // a fresh goroutine for every run
+			defer close(done)
+			c.run()
+		}()
+		<-done
+		runtime.GC()
+	}
+	want := []string{"10 5 5 0", "11 5 5 1", "13 5 5 2", "16 5 5 3", "20 5 5 4"}
+	if !slices.Equal(trace, want) {
+		t.Fatalf("trace %q, want %q", trace, want)
+	}
+}
+
+// scDeep recurses depth frames with a local in each that stays live across
+// the yields at the bottom, and checks every local on the way up.
+//
+//go:noinline
+func scDeep(c *stackState, depth, yields int, sum *int) bool {
+	local := depth*7 + 1
+	node := &capNode{v: depth}
+	if depth == 0 {
+		for i := 0; i < yields; i++ {
+			if !stackYield(c) {
+				return false
+			}
+			arch.GrowStack(uintptr(i%4) * 16 << 10) // grow the stack after a thaw
+		}
+		*sum += local
+		return true
+	}
+	ok := scDeep(c, depth-1, yields, sum)
+	if local != depth*7+1 || node.v != depth {
+		panic(fmt.Sprintf("frame %d: local %d node %d after thaw", depth, local, node.v))
+	}
+	*sum += local
+	return ok
+}
+
+func runToEnd(t *testing.T, c *stackState, max int) {
+	t.Helper()
+	for i := 0; !c.done; i++ {
+		if i > max {
+			t.Fatal("the body did not finish")
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); c.run() }()
+		<-done
+		if c.refusal() != nil {
+			t.Fatal(c.refusal())
+		}
+	}
+}
+
+// Deep stacks: capture grows its own goroutine's stack while it walks 300
+// frames, and the thawed frames must survive further growth and collection.
+func TestStackCopyDeep(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	for _, depth := range []int{1, 50, 300} {
+		c := &stackState{}
+		sum := 0
+		ok := true
+		c.body = func() { ok = scDeep(c, depth, 20, &sum) }
+		runToEnd(t, c, 25)
+		want := 0
+		for d := 0; d <= depth; d++ {
+			want += d*7 + 1
+		}
+		if !ok || sum != want {
+			t.Fatalf("depth %d: ok %v, sum %d, want %d", depth, ok, sum, want)
+		}
+	}
+}
+
+// Many goroutines freezing and thawing at once, the collector running.
+func TestStackCopyConcurrent(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const workers, each = 8, 40
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for k := 0; k < each; k++ {
+				c := &stackState{}
+				sum := 0
+				c.body = func() { scDeep(c, 10+k%20, 5, &sum) }
+				for i := 0; !c.done; i++ {
+					if i > 10 || c.refusal() != nil {
+						errs <- fmt.Errorf("worker %d: %v", w, c.refusal())
+						return
+					}
+					done := make(chan struct{})
+					go func() { defer close(done); c.run() }()
+					<-done
+				}
+				if sum == 0 {
+					errs <- fmt.Errorf("worker %d: no result", w)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var capEscape *capNode
+
+var prevMem, prevPtrs unsafe.Pointer
+
+// bpChainFrames is the number of bpRecurse frames checkBPChain found
+// linked, summed over the checks.
+var bpChainFrames int
 
 // requireStackCopy skips a test of the stack-copying backend's Yield where
 // that backend is not in use (CI checks that it is on linux/amd64).
