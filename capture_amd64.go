@@ -164,11 +164,61 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 var thawPC = arch.ThawPC()
 
 // captureIn is capture, given capture's own PC and SP, with the scratch s.
-// Its frame lies below capture's, outside the region.
+// Its frame lies below capture's, outside the region. Each step keeps the
+// design.md invariants it names.
+//
+// sp and base are unsafe.Pointers into the stack, which a descriptor
+// lookup may move (design.md invariant 4). Every step takes them as
+// arguments, so the runtime relocates them with the stack. Their
+// difference is taken with no call in between.
 func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, sp unsafe.Pointer, skip bool) error {
+	pc, sp, err := s.skipEngineFrames(pc, sp, skip)
+	if err != nil {
+		return err
+	}
+	base := sp
+	s.ptrs, s.ptrAt, s.refs, s.weak, s.cleared = s.ptrs[:0], s.ptrAt[:0], s.refs[:0], s.weak[:0], s.cleared[:0]
+	s.outerBP = -1 // set by findObjects if the outermost frame saves one
+	barrier, objects, err := s.walkRegion(boundary, pc, sp, base)
+	if err != nil {
+		return err
+	}
+	full, err := s.outerArguments(barrier)
+	if err != nil {
+		return err
+	}
+	g := rt.CurG()
+	if err := s.checkDefers(g, base); err != nil {
+		return err
+	}
+	if err := s.findObjects(objects, full); err != nil {
+		return err
+	}
+	words, lo, gLo, gHi, err := s.copyRegion(base, g, int(full/wordSize))
+	if err != nil {
+		return err
+	}
+	r := region{base: base, words: words, lo: lo, hi: lo + full, gLo: gLo, gHi: gHi}
+	if err := s.sortLive(&r); err != nil {
+		return err
+	}
+	s.clearDead(&r)
+	s.barrier, s.objects = barrier, objects
+	if !barrier {
+		c.reset() // a fresh region replaces whatever c held
+	}
+	s.partition()
+	c.push(s)
+	return nil
+}
+
+// skipEngineFrames steps from capture's own frame (pc, sp) to its caller,
+// and with skip on to weft.Yield's caller: the innermost frame of the
+// region, whose PC and SP it returns.
+func (s *captureScratch) skipEngineFrames(pc uintptr, sp unsafe.Pointer, skip bool) (uintptr, unsafe.Pointer, error) {
 	d := descFor(pc)
 	if d.bad {
-		return errors.New("weft: capture: its own frame cannot be described")
+		return 0, nil, errors.New("weft: capture: its own frame cannot be described")
 	}
 	s.selfPC, s.selfSize = pc, d.size
 	pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
@@ -177,23 +227,23 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	if skip {
 		d := descFor(pc)
 		if d.bad || !d.yield {
-			return errors.New("weft: capture: the frame to leave out is not weft.Yield's")
+			return 0, nil, errors.New("weft: capture: the frame to leave out is not weft.Yield's")
 		}
 		s.skipPC, s.skipSize = pc, d.size
 		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 		sp = unsafe.Add(sp, d.size)
 	}
-	base := sp
-	s.ptrs, s.ptrAt, s.refs, s.weak, s.cleared = s.ptrs[:0], s.ptrAt[:0], s.refs[:0], s.weak[:0], s.cleared[:0]
-	s.outerBP = -1 // set below if the outermost frame saves one
+	return pc, sp, nil
+}
 
-	// Walk the region, classifying every frame. sp and base are
-	// unsafe.Pointers, relocated if a call here moves the stack; their
-	// difference is taken with no call in between.
+// walkRegion walks the region from its innermost frame (pc, sp; base is
+// its SP) up to the boundary frame, describing every frame into s.frames.
+// It reports whether the boundary is the return barrier and whether a
+// frame has stack objects. A frame that cannot be moved pins the region
+// (design.md invariant 1); a barrier of another continuation refuses it.
+func (s *captureScratch) walkRegion(boundary uintptr, pc uintptr, sp, base unsafe.Pointer) (barrier, objects bool, err error) {
 	prev := s.frames[:cap(s.frames)] // the last capture's frames, for their descriptors
 	s.frames = s.frames[:0]
-	objects := false
-	barrier := false
 	for {
 		var d *frameDesc
 		if i := len(s.frames); i < len(prev) && prev[i].pc == pc && prev[i].d != nil {
@@ -203,9 +253,9 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 		}
 		if d.entry == thawPC && !d.bad {
 			// The return barrier: its first argument is the Link it
-			// thaws, which must be c's.
-			if *(*unsafe.Pointer)(unsafe.Add(sp, d.size)) != unsafe.Pointer(&c.Link) {
-				return errors.New("weft: capture: the return barrier above the region belongs to another continuation")
+			// thaws, which must be this chunk's.
+			if *(*unsafe.Pointer)(unsafe.Add(sp, d.size)) != unsafe.Pointer(&s.c.Link) {
+				return false, false, errors.New("weft: capture: the return barrier above the region belongs to another continuation")
 			}
 			barrier = true
 			s.stopPC, s.stopSize = pc, d.size
@@ -215,26 +265,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			break
 		}
 		if d.stop {
-			switch {
-			case d.bad && len(s.frames) == 0:
-				return errors.New("weft: capture: the caller's frame cannot be described")
-			case d.bad && !d.fn.Valid():
-				return &errPinned{pinning.NativeFrame, pc} // not Go code
-			case d.bad:
-				return &errPinned{pinning.UnknownFrame, pc}
-			case d.goexit:
-				return errors.New("weft: capture: no boundary frame on the stack")
-			case d.pinned:
-				if p := uintptr(rt.CurG().Panic); p != 0 && uintptr(sp) <= p && p < uintptr(sp)+uintptr(d.size) {
-					// A runtime frame holding the panic in progress
-					// (gopanic, or Goexit's): the g's _panic record
-					// points into the region.
-					return &errPinned{pinning.PanicRecord, pc}
-				}
-				return &errPinned{d.reason, pc}
-			default: // no stack maps
-				return &errPinned{pinning.UnknownFrame, pc}
-			}
+			return false, false, s.refusal(d, pc, sp)
 		}
 		objects = objects || len(d.objs) > 0
 		off := uint32(uintptr(sp) - uintptr(base))
@@ -243,31 +274,70 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 		sp = unsafe.Add(sp, d.size)
 	}
 	if len(s.frames) == 0 {
-		return errors.New("weft: capture: the boundary is the caller itself")
+		return false, false, errors.New("weft: capture: the boundary is the caller itself")
 	}
-	// The outermost frame's arguments live in the boundary frame: in the
-	// return barrier's argument area, which the region takes in; a body
-	// called by Enter has none.
+	return barrier, objects, nil
+}
+
+// refusal returns why the region cannot be captured at frame d, where the
+// walk must stop (d.stop), at pc and sp (design.md invariants 1 and 3).
+func (s *captureScratch) refusal(d *frameDesc, pc uintptr, sp unsafe.Pointer) error {
+	switch {
+	case d.bad && len(s.frames) == 0:
+		return errors.New("weft: capture: the caller's frame cannot be described")
+	case d.bad && !d.fn.Valid():
+		return &errPinned{pinning.NativeFrame, pc} // not Go code
+	case d.bad:
+		return &errPinned{pinning.UnknownFrame, pc}
+	case d.goexit:
+		return errors.New("weft: capture: no boundary frame on the stack")
+	case d.pinned:
+		if p := uintptr(rt.CurG().Panic); p != 0 && uintptr(sp) <= p && p < uintptr(sp)+uintptr(d.size) {
+			// A runtime frame holding the panic in progress (gopanic,
+			// or Goexit's): the g's _panic record points into the
+			// region.
+			return &errPinned{pinning.PanicRecord, pc}
+		}
+		return &errPinned{d.reason, pc}
+	default: // no stack maps
+		return &errPinned{pinning.UnknownFrame, pc}
+	}
+}
+
+// outerArguments checks the outermost frame's arguments and returns the
+// region's size in bytes, those arguments included. They live in the
+// boundary frame: in the return barrier's argument area, which the region
+// takes in; a body called by Enter has none.
+func (s *captureScratch) outerArguments(barrier bool) (full uintptr, err error) {
 	outer := s.frames[len(s.frames)-1].d
 	if outer.args < 0 || outer.args%int32(wordSize) != 0 || (!barrier && outer.args != 0) || outer.args > arch.MaxRecordArgs {
-		return fmt.Errorf("weft: capture: outermost frame %s has %d bytes of arguments", outer.fn.Name(), outer.args)
+		return 0, fmt.Errorf("weft: capture: outermost frame %s has %d bytes of arguments", outer.fn.Name(), outer.args)
+	}
+	s.outerArgs = uint32(outer.args)
+	return uintptr(s.frames[len(s.frames)-1].fp) + uintptr(outer.args), nil
+}
+
+// checkDefers pins the region if a defer record lies in it. The record
+// would dangle once the frames move (design.md invariant 3).
+func (s *captureScratch) checkDefers(g *rt.G, base unsafe.Pointer) error {
+	if g.Defer == nil {
+		return nil
 	}
 	size := uintptr(s.frames[len(s.frames)-1].fp)
-	s.outerArgs = uint32(outer.args)
-	full := size + uintptr(outer.args) // the region, arguments included
-	n := int(full / wordSize)
-
-	// A defer record whose frame lies in the region would dangle.
-	g := rt.CurG()
-	if g.Defer != nil {
-		loOff, hiOff := g.StackHi-uintptr(base), g.StackHi-uintptr(base)-size
-		if top, ok := deferIn(g, loOff, hiOff); ok {
-			// Name the frame the record belongs to.
-			return &errPinned{pinning.DeferRecord, s.framePC(uint32(g.StackHi - uintptr(base) - top))}
-		}
+	loOff, hiOff := g.StackHi-uintptr(base), g.StackHi-uintptr(base)-size
+	if top, ok := deferIn(g, loOff, hiOff); ok {
+		// Name the frame the record belongs to.
+		return &errPinned{pinning.DeferRecord, s.framePC(uint32(g.StackHi - uintptr(base) - top))}
 	}
+	return nil
+}
 
-	// The region's stack objects and saved frame pointers.
+// findObjects lists the region's stack objects (if objects) and the
+// frames that save a frame pointer. A saved frame pointer is no Go
+// pointer. It must point into the region (design.md invariant 3, which
+// copyRegion checks), except the outermost: that one points into the
+// boundary frame, and thaw patches it.
+func (s *captureScratch) findObjects(objects bool, full uintptr) error {
 	s.objs, s.bps = s.objs[:0], s.bps[:0]
 	last := len(s.frames) - 1
 	for i := range s.frames {
@@ -283,10 +353,6 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 				s.objs = append(s.objs, chunkObject{off: uint32(at), size: o.size, mask: o.mask})
 			}
 		}
-		// The saved frame pointer, below the return address, if the frame
-		// has a body. It is not a Go pointer: it must point into the region
-		// (checked by copyRegion), except the outermost, which points into
-		// the boundary frame and is patched at thaw.
 		if d.hasBP {
 			bp := int32((f.fp - 2*uint32(wordSize)) / uint32(wordSize))
 			if i == last {
@@ -296,25 +362,24 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			}
 		}
 	}
+	return nil
+}
 
-	words, lo, gLo, gHi, err := s.copyRegion(base, g, n)
-	if err != nil {
-		return err
-	}
-	r := region{base: base, words: words, lo: lo, hi: lo + full, gLo: gLo, gHi: gHi}
-
-	// Sort the words the maps mark live into pointers out of the stack and
-	// pointers into the region; a pointer into the stack outside the region
-	// pins it. A pointer into the region makes the stack object it points
-	// into live, and that object's pointer words are sorted the same way:
-	// the GC's own rule. Each word sorted is zeroed in the image unless it
-	// stays a scalar, so sorting a word twice does nothing the second time.
+// sortLive sorts the words the maps mark live into pointers out of the
+// stack and pointers into the region; a pointer into the stack outside
+// the region pins it (design.md invariant 2). A pointer into the region
+// makes the stack object it points into live, and that object's pointer
+// words are sorted the same way: the GC's own rule. Each word sorted is
+// zeroed in the image unless it stays a scalar, so sorting a word twice
+// does nothing the second time.
+func (s *captureScratch) sortLive(r *region) error {
+	words, base := r.words, r.base
 	s.work = s.work[:0]
 	for i := range s.frames {
 		f := &s.frames[i]
 		for _, off := range f.d.ptrOffs {
 			w := (f.sp + off) / uint32(wordSize)
-			if v := words[w]; v != 0 && (v < gLo || v >= gHi) {
+			if v := words[w]; v != 0 && (v < r.gLo || v >= r.gHi) {
 				// The common case, inline: a pointer out of the stack.
 				// Re-read it as a pointer from the live stack: base has
 				// followed any move, and a pointer out of the stack is
@@ -324,7 +389,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 				words[w] = 0
 				continue
 			}
-			if s.sort(&r, int32(w)) {
+			if s.sort(r, int32(w)) {
 				return &errPinned{pinning.StackPointer, f.pc}
 			}
 		}
@@ -332,18 +397,23 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	for len(s.work) > 0 {
 		w := s.work[len(s.work)-1]
 		s.work = s.work[:len(s.work)-1]
-		if s.sort(&r, w) {
+		if s.sort(r, w) {
 			return &errPinned{pinning.StackPointer, s.framePC(uint32(w) * uint32(wordSize))}
 		}
 	}
+	return nil
+}
 
-	// Objects no live pointer reaches publish nothing to the GC. Their
-	// contents cannot matter as pointers (the GC would not keep their
-	// targets alive), but runtime.adjustframe relocates the pointer words
-	// of every stack object, live or not, when it copies a stack, so words
-	// pointing into their own record are relocated here too; words
-	// pointing elsewhere in the stack are garbage left by earlier calls,
-	// and are zeroed rather than thawed as addresses into another stack.
+// clearDead handles the pointer words of stack objects no live pointer
+// reaches. They publish nothing to the GC, and their contents cannot
+// matter as pointers (the GC would not keep their targets alive). But
+// runtime.adjustframe relocates the pointer words of every stack object,
+// live or not, when it copies a stack. So words pointing into their own
+// record are relocated here too (weak references). Words pointing
+// elsewhere in the stack are garbage left by earlier calls: they are
+// zeroed rather than thawed as addresses into another stack.
+func (s *captureScratch) clearDead(r *region) {
+	words := r.words
 	for k := range s.objs {
 		o := &s.objs[k]
 		if o.live {
@@ -365,13 +435,6 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 			}
 		}
 	}
-	s.barrier, s.objects = barrier, objects
-	if !barrier {
-		c.reset() // a fresh region replaces whatever c held
-	}
-	s.partition()
-	c.push(s)
-	return nil
 }
 
 // partition cuts the captured frames into records, innermost first, by
@@ -590,8 +653,9 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 // maxWords bounds the words snapshot copies: 8 GB of them.
 const maxWords = 1 << 30
 
-// snapshot copies n stack words from base to dst and returns
-// base and g's stack bounds as integers, all taken at one stack position:
+// snapshot copies n stack words from base to dst and returns base and
+// g's stack bounds as integers, all at one stack position (design.md
+// invariant 4):
 // it is a nosplit function of its own (not inlined, so that the property
 // holds whatever its caller looks like), so the stack cannot grow while it
 // runs, and no safe point inside it may shrink the stack (only an
