@@ -18,9 +18,7 @@ import (
 func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
 		if useStackCopy {
-			// c's Yield unwinds its frames, and mount finishes c.
 			c.abandonFrozen()
-			go c.mount(nil)
 			return
 		}
 		go func() {

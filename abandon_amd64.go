@@ -23,10 +23,15 @@ func (c *Cont) traceFrozen() []runtime.Frame {
 	return append(frames, userFrames(pcs)...)
 }
 
-// abandonFrozen readies c, which Abandon has moved to cancelling, for
-// mount: its Yield is to unwind (stackState.cancel), and mount is to
-// finish it (stackRare.abandoned).
+// abandonFrozen unwinds c, which Abandon has moved to cancelling, on a
+// fresh goroutine. Its Yield unwinds (stackState.cancel), and mount
+// finishes it (stackRare.abandoned).
 func (c *Cont) abandonFrozen() {
 	c.stack.cancel = true
 	c.stack.rareState().abandoned = true
+	go c.mount(abandoning{})
 }
+
+// abandoning is the owner with which abandonFrozen calls mount: it tells
+// an abandonment from a Run without a test on Run's path.
+type abandoning struct{}

@@ -37,9 +37,10 @@ const stackCopyBuilt = true
 // mount is the one mount loop of the stack-copying backend. It runs c on
 // the calling goroutine until c's body ends or c yields to its own scope.
 // Run calls it; on the portable backend it only calls acquire. Abandon
-// calls it on a fresh goroutine for c, which it has moved to cancelling
-// and marked abandoned (stackRare.abandoned): c's Yield then unwinds c's
-// frames, and mount finishes c however the unwinding ends.
+// calls it, with owner abandoning{}, on a fresh goroutine for c, which it
+// has moved to cancelling and marked abandoned (stackRare.abandoned). c's
+// Yield then unwinds c's frames, and mount finishes c however the
+// unwinding ends.
 //
 // Run inlines, so no frame lies between Run's caller and mount. After
 // every yield, arch.JumpBack arrives in arch.Enter by a jump. Each frame
@@ -56,8 +57,8 @@ func (c *Cont) mount(owner any) {
 	if !useStackCopy || !c.state.CompareAndSwap(int32(stSuspended), int32(stMounted)) {
 		// Not the usual resume: an abandonment, a first Run, a misuse,
 		// or the portable backend.
-		if r := c.stack.rare; useStackCopy && r != nil && r.abandoned {
-			runs = 0 // an abandonment is no Run
+		if _, ok := owner.(abandoning); ok && useStackCopy {
+			owner, runs = nil, 0 // an abandonment has no owner, and is no Run
 		} else if !c.acquire(owner) {
 			return
 		}

@@ -101,8 +101,9 @@ var Probes = []Probe{
 	// run only for a yield that suspended nothing.
 	{Kind: KindYield, Symbol: weftPkg + ".Yield", Site: target.Entry, Cont: GWord, A1: AtSP, Stack: true, PerYield: true},
 	{Kind: KindYieldReturn, Symbol: weftPkg + ".Yield", Site: target.Returns, Cont: GWord, PerYield: true},
-	// mount is Run: entered to mount, returned from once the
-	// continuation has yielded or ended, on the same goroutine.
+	// mount is Run, and the unwinding of an abandoned continuation:
+	// entered to mount, returned from once the continuation has yielded
+	// or ended, on the same goroutine.
 	{Kind: KindMount, Symbol: weftPkg + ".(*Cont).mount", Site: target.Entry, Cont: RAX, A1: AtSP, PerYield: true},
 	{Kind: KindUnmount, Symbol: weftPkg + ".(*Cont).mount", Site: target.Returns, PerYield: true},
 	// thawPop copies a frozen record back and jumps into it (through a
