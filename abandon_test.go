@@ -8,18 +8,21 @@ import (
 )
 
 // TestAbandonUnwinds checks that Abandon runs the deferred calls of a
-// suspended continuation's frames, ends it, and counts no Run for the
-// unwinding, on either backend.
+// suspended continuation's frames, with no owner, ends it, and counts no
+// Run for the unwinding, on either backend.
 func TestAbandonUnwinds(t *testing.T) {
 	s := scope.New("abandon")
 	deferred := make(chan struct{})
 	after := false
-	c := NewCont(s, func() {
+	var c *Cont
+	var ownerWhileUnwinding any = "unset"
+	c = NewCont(s, func() {
 		defer close(deferred)
+		defer func() { ownerWhileUnwinding = c.Owner() }()
 		Yield(s)
 		after = true // never reached: the yield unwinds
 	})
-	c.Run(nil)
+	c.Run("runner")
 	if c.IsDone() {
 		t.Fatal("the body ended before its yield")
 	}
@@ -27,6 +30,9 @@ func TestAbandonUnwinds(t *testing.T) {
 	<-deferred // the body's deferred call ran
 	for !c.IsDone() {
 		runtime.Gosched()
+	}
+	if ownerWhileUnwinding != nil {
+		t.Errorf("Owner while Abandon unwinds = %v, want nil", ownerWhileUnwinding)
 	}
 	if after {
 		t.Error("the body went on after its abandoned yield")

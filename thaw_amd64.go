@@ -58,12 +58,16 @@ func (c *Cont) mount(owner any) {
 		// Not the usual resume: an abandonment, a first Run, a misuse,
 		// or the portable backend.
 		if _, ok := owner.(abandoning); ok && useStackCopy {
-			owner, runs = nil, 0 // an abandonment has no owner, and is no Run
-		} else if !c.acquire(owner) {
+			// An abandonment is no Run, and c.owner stays nil.
+			runs = 0
+			goto mounted
+		}
+		if !c.acquire(owner) {
 			return
 		}
 	}
 	c.owner = owner
+mounted:
 	s := &c.stack
 	slot, prev := gls.Push(&c.local)
 	if c.counted {
