@@ -231,12 +231,16 @@ func (c *carrier) run(vt *VThread) {
 	// vt's profiler labels in the goroutine's place while it runs
 	// (labels.go): outer are the carrier's, or the joiner's in runNested.
 	outer, own := profLabel(), vt.labels()
-	if own != outer {
-		setProfLabel(own)
+	set := own // what the goroutine has while vt runs
+	if s.reg != nil || profiling.Load() != 0 {
+		set = s.profMount(vt, c, own) // profiling.go
+	}
+	if set != outer {
+		setProfLabel(set)
 	}
 	vt.cont.Run(vt)
-	if now := profLabel(); now != own || now != outer {
-		if now != own && !vt.cont.IsDone() { // a finished thread needs none
+	if now := profLabel(); now != set || now != outer {
+		if now != set && !vt.cont.IsDone() { // a finished thread needs none
 			vt.keepLabels(now)
 		}
 		if now != outer {
@@ -254,6 +258,9 @@ func (c *carrier) run(vt *VThread) {
 		vt.state.Store(vtQueued)
 		s.readyBack(vt)
 	default: // actPark
+		if s.reg != nil || profiling.Load() != 0 {
+			s.profPark(vt) // profiling.go
+		}
 		vt.state.Store(vtParked)
 		if vt.permit.Load() && vt.state.CompareAndSwap(vtParked, vtQueued) {
 			// As any push by c: behind another queued virtual thread, it

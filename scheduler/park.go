@@ -143,7 +143,9 @@ func Yield() {
 		// for the monitor: an idle carrier is woken for it now, as a
 		// pinned park does.
 		vt.carrier.payOwed()
+		start := vt.s.pinStart()
 		runtime.Gosched()
+		vt.s.pinEnd(vt, perr, false, start, nil)
 	}
 }
 

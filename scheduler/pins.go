@@ -26,11 +26,13 @@ func parkPinned(perr *pinning.Error) {
 	if vt.permit.Load() && vt.state.CompareAndSwap(vtPinned, vtRunning) {
 		return
 	}
+	start, stack := s.pinBegin(vt) // profiling.go
 	s.blocked.Add(1)
 	s.startTemp() // if fewer run than are blocked, up to MaxCompensation
 	<-c.pinned
 	s.blocked.Add(-1)
 	s.wakeSurplusTemp()
+	s.pinEnd(vt, perr, true, start, stack)
 }
 
 // PinSite identifies where virtual threads were pinned: the reason and the

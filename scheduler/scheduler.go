@@ -105,6 +105,12 @@ type Options struct {
 	// Context is the parent of every virtual thread's context; nil means
 	// context.Background().
 	Context context.Context
+	// TrackThreads keeps a registry of the scheduler's virtual threads,
+	// as Loom's jdk.trackAllThreads does, so that Threads can list them
+	// with their state and stack (package vtprof dumps them). It costs a
+	// registration at each start and end, and the call stack of each
+	// start; without it Threads lists none and a dump gives counts only.
+	TrackThreads bool
 
 	// contStats gives virtual threads' continuation records the engine's
 	// counters (weft.NewCont), which tests read; a parked virtual thread
@@ -124,6 +130,10 @@ type Scheduler struct {
 	// labels are the profiler labels of the goroutine that called New,
 	// every carrier's own (labels.go).
 	labels unsafe.Pointer
+	// reg is the thread registry (registry.go), nil unless TrackThreads.
+	reg *registry
+	// prof holds the pinning and park profiles (profiling.go).
+	prof profState
 	// nest: Join may run a queued virtual thread nested in its caller
 	// (runNested): not in deterministic mode, not on the portable backend.
 	nest bool
@@ -199,6 +209,9 @@ func New(opts Options) (*Scheduler, error) {
 	s := &Scheduler{opts: opts, allDone: make(chan struct{}), pins: make(map[PinSite]uint64), monitorKick: make(chan struct{}, 1)}
 	s.tick.Store(1)
 	s.labels = profLabel()
+	if opts.TrackThreads {
+		s.reg = newRegistry()
+	}
 	s.ctx, s.cancel = context.WithCancel(parent)
 	s.lock = weft.ActiveBackend() == weft.StackCopying
 	if opts.LockOSThread != nil {

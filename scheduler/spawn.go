@@ -90,6 +90,9 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 	if l := profLabel(); l != nil {
 		vt.rareLocked().labels = l // the caller's, as a go statement's
 	}
+	if r := s.reg; r != nil {
+		r.add(vt)
+	}
 	// vt.state is vtQueued, the zero value.
 	if c != nil { // readyOn, without its call
 		c.pushOwn(vt)
@@ -242,6 +245,9 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		}
 	}
 	vt.state.Store(vtDone)
+	if r := s.reg; r != nil {
+		r.remove(vt)
+	}
 	// Counted out as soon as its state says so, and before its joiners
 	// and its Done channel are told: Live after a Join or Wait that
 	// returned, or after Done closed, does not count it (a Join that

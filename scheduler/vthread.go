@@ -60,6 +60,12 @@ type vthreadRare struct {
 	// written and read only by the goroutine that runs it, or by Go
 	// before it is published.
 	labels unsafe.Pointer
+	// track is vt's registry entry (registry.go), set before vt is
+	// published when its scheduler tracks threads.
+	track *tracked
+	// parkedAt is when vt last parked, for the park profile
+	// (profiling.go); written and read by the carriers that run vt.
+	parkedAt int64
 }
 
 // rareLocked returns vt's rare part, made if need be; called with joinMu
