@@ -49,5 +49,5 @@ func IsBarrierPC(pc uintptr) bool {
 		return false
 	}
 	name := f.Name()
-	return len(name) > len(barrierPrefix) && strings.EqualFold(name[:len(barrierPrefix)], barrierPrefix)
+	return len(name) >= len(barrierPrefix) && strings.EqualFold(name[:len(barrierPrefix)], barrierPrefix)
 }

@@ -1,0 +1,148 @@
+package vtprof
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/weftrt/weft/scheduler"
+)
+
+func TestWriteThreadsProto(t *testing.T) {
+	const n = 6
+	s, _ := parked(t, n)
+	var buf bytes.Buffer
+	if err := WriteThreads(&buf, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	workers := map[string]bool{}
+	for _, smp := range p.Sample {
+		total += smp.Value[0]
+		if st := smp.Label["state"]; len(st) != 1 || st[0] != "parked" {
+			t.Errorf("sample state %v, want parked", st)
+		}
+		for _, w := range smp.Label["worker"] {
+			workers[w] = true
+		}
+		fns := sampleFuncs(smp)
+		if got := countFunc(fns, ".parkDeep"); got != parkDepth {
+			t.Errorf("%d parkDeep frames, want %d: %v", got, parkDepth, fns)
+		}
+		if !strings.HasSuffix(fns[len(fns)-1], "scheduler.vthreadBody") {
+			t.Errorf("stack does not end at the body: %v", fns)
+		}
+	}
+	if total != n || len(workers) != n {
+		t.Errorf("%d threads with %d worker labels, want %d", total, len(workers), n)
+	}
+}
+
+func TestWriteThreadsText(t *testing.T) {
+	const n = 4
+	s, vts := parked(t, n)
+	var buf bytes.Buffer
+	if err := WriteThreads(&buf, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.HasPrefix(out, fmt.Sprintf("vthread profile: total %d\n", n)) {
+		t.Errorf("debug=1 header: %q", out[:min(len(out), 80)])
+	}
+	if got := strings.Count(out, "state: parked"); got != n { // each thread has labels of its own
+		t.Errorf("%d records parked, want %d:\n%s", got, n, out)
+	}
+	if got := strings.Count(out, ".parkDeep+"); got != n*parkDepth {
+		t.Errorf("%d parkDeep lines, want %d", got, n*parkDepth)
+	}
+
+	buf.Reset()
+	if err := WriteThreads(&buf, s, 2); err != nil {
+		t.Fatal(err)
+	}
+	out = buf.String()
+	blocks := strings.Split(strings.TrimSpace(out), "\n\n")
+	if len(blocks) != n {
+		t.Fatalf("debug=2 has %d blocks, want %d:\n%s", len(blocks), n, out)
+	}
+	head := regexp.MustCompile(`^vthread (\d+)( "worker-\d+")? \[parked, [^\]]+\]:\nlabels: \{"worker":"\d+"\}\n(group: 1\n)?`)
+	ids := map[uint64]bool{}
+	for _, vt := range vts {
+		ids[vt.ID()] = true
+	}
+	for _, b := range blocks {
+		m := head.FindStringSubmatch(b)
+		if m == nil {
+			t.Errorf("block header:\n%s", b)
+			continue
+		}
+		id, _ := strconv.ParseUint(m[1], 10, 64)
+		if !ids[id] {
+			t.Errorf("block of thread %d, not one of the test's", id)
+		}
+		if got := strings.Count(b, ".parkDeep(...)"); got != parkDepth {
+			t.Errorf("thread %d: %d parkDeep frames, want %d", id, got, parkDepth)
+		}
+		if !strings.Contains(b, "created by ") || !strings.Contains(b, "vtprof.parked") {
+			t.Errorf("thread %d: no creation site:\n%s", id, b)
+		}
+	}
+}
+
+func TestWriteThreadsUntracked(t *testing.T) {
+	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	vt, _ := s.Go(func(context.Context) error { scheduler.Park(); return nil })
+	for s.State().Carriers[0].Idle == false || s.Live() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	defer vt.Unpark()
+	var buf bytes.Buffer
+	if err := WriteThreads(&buf, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sample) != 1 || p.Sample[0].Value[0] != 1 || p.Sample[0].Label["state"][0] != "untracked" {
+		t.Errorf("untracked debug=0: %v", p)
+	}
+	for debug, want := range []string{"", "vthread profile: total 1\n", "# 1 virtual threads live"} {
+		if debug == 0 {
+			continue
+		}
+		buf.Reset()
+		if err := WriteThreads(&buf, s, debug); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(buf.String(), want) {
+			t.Errorf("untracked debug=%d: %q, want it to start %q", debug, buf.String(), want)
+		}
+	}
+	buf.Reset()
+	if err := WriteThreadsJSON(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	var d jsonDump
+	if err := json.Unmarshal(buf.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.ThreadDump.Tracking || d.ThreadDump.Live != 1 || len(d.ThreadDump.ThreadContainers[0].Threads) != 0 {
+		t.Errorf("untracked JSON: %s", buf.String())
+	}
+}
