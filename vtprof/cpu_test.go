@@ -1,0 +1,107 @@
+package vtprof
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/weftrt/weft/scheduler"
+)
+
+// computeDepth is how many computeDeep frames the computing thread has.
+const computeDepth = 51
+
+// computeDeep calls itself n times, then computes and yields until stop is
+// set. Its frames but the innermost stay frozen under the return barrier
+// while it computes, from its second round on.
+//
+//go:noinline
+func computeDeep(n int, stop *atomic.Bool) int {
+	if n == 0 {
+		x := 0
+		for !stop.Load() {
+			for i := range 2_000_000 {
+				x += i * i
+			}
+			scheduler.Yield()
+		}
+		return x
+	}
+	return computeDeep(n-1, stop) + 1
+}
+
+// TestCPUProfileWholeStacks checks that the samples of a virtual thread
+// computing 51 frames deep under a yield loop show its whole stack: every
+// computeDeep frame, the body, and the root naming the thread.
+func TestCPUProfileWholeStacks(t *testing.T) {
+	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var stop atomic.Bool
+	vt, err := s.GoNamed("compute", func(context.Context) error { computeDeep(computeDepth-1, &stop); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := "vthread " + strconv.FormatUint(vt.ID(), 10) + " (compute)"
+	in, whole := 0, 0
+	// Profiles of half a second until 40 samples fall in the thread's
+	// code: how many a profile gets depends on the machine's load.
+	for round := 0; round < 40 && in < 40; round++ {
+		var buf bytes.Buffer
+		if err := CPUProfile(context.Background(), &buf, 500*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.Parse(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, smp := range p.Sample {
+			fns := sampleFuncs(smp)
+			if countFunc(fns, ".computeDeep") == 0 {
+				continue
+			}
+			in++
+			if countFunc(fns, ".computeDeep") == computeDepth && strings.HasSuffix(fns[len(fns)-2], "scheduler.vthreadBody") && fns[len(fns)-1] == root {
+				whole++
+			} else if in-whole <= 3 {
+				t.Logf("a sample without its whole stack: %d computeDeep frames, %v", countFunc(fns, ".computeDeep"), fns[max(0, len(fns)-4):])
+			}
+		}
+	}
+	stop.Store(true)
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d samples in the thread's code have its whole stack", whole, in)
+	if in == 0 || whole*100 < in*95 {
+		t.Errorf("%d of %d samples in the thread's code have its whole stack, want 95%%", whole, in)
+	}
+}
+
+// TestStartCPUProfileTwice checks that a second profile is refused while
+// one is on.
+func TestStartCPUProfileTwice(t *testing.T) {
+	var a, b bytes.Buffer
+	if err := StartCPUProfile(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := StartCPUProfile(&b); err != ErrProfiling {
+		t.Errorf("second StartCPUProfile: %v, want ErrProfiling", err)
+	}
+	if err := StopCPUProfile(); err != nil {
+		t.Fatal(err)
+	}
+	if err := StopCPUProfile(); err == nil {
+		t.Error("StopCPUProfile without a profile: no error")
+	}
+	if _, err := profile.Parse(&a); err != nil {
+		t.Error(err)
+	}
+}
