@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +145,77 @@ func TestWriteThreadsUntracked(t *testing.T) {
 	}
 	if d.ThreadDump.Tracking || d.ThreadDump.Live != 1 || len(d.ThreadDump.ThreadContainers[0].Threads) != 0 {
 		t.Errorf("untracked JSON: %s", buf.String())
+	}
+}
+
+// TestWriteThreadsMany dumps 100,000 parked virtual threads (10,000 with
+// -short).
+func TestWriteThreadsMany(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	s, err := scheduler.New(scheduler.Options{TrackThreads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parkedN atomic.Int64
+	vts := make([]*scheduler.VThread, n)
+	for i := range vts {
+		vts[i], err = s.Go(func(context.Context) error {
+			parkedN.Add(1)
+			parkDeep(parkDepth - 1)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, vt := range vts {
+			vt.Unpark()
+		}
+		s.Close()
+	}()
+	for {
+		// Each has counted itself before it parked: wait until every
+		// one has a stack to dump.
+		if parkedN.Load() == int64(n) {
+			parkedAll := 0
+			for info := range s.Threads() {
+				if info.State == scheduler.Parked && len(info.Stack) > 0 {
+					parkedAll++
+				}
+			}
+			if parkedAll == n {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var buf bytes.Buffer
+	if err := WriteThreads(&buf, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, smp := range p.Sample {
+		total += smp.Value[0]
+		if got := countFunc(sampleFuncs(smp), ".parkDeep"); got != parkDepth {
+			t.Errorf("%d parkDeep frames, want %d", got, parkDepth)
+		}
+	}
+	if total != int64(n) || len(p.Sample) != 1 {
+		t.Errorf("%d threads in %d samples, want %d in one", total, len(p.Sample), n)
+	}
+	buf.Reset()
+	if err := WriteThreadsJSON(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(buf.String(), `"tid"`); got != n {
+		t.Errorf("the JSON dump has %d threads, want %d", got, n)
 	}
 }
