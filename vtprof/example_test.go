@@ -1,0 +1,73 @@
+package vtprof_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/weftrt/weft/scheduler"
+	"github.com/weftrt/weft/vtprof"
+)
+
+// A dump of a tracking scheduler's virtual threads, one block per thread
+// (debug=2), as the goroutine profile prints goroutines.
+func ExampleWriteThreads() {
+	s, err := scheduler.New(scheduler.Options{Carriers: 1, TrackThreads: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	parked := make(chan struct{})
+	vt, _ := s.GoNamed("worker", func(context.Context) error {
+		close(parked)
+		scheduler.Park()
+		return nil
+	})
+	<-parked
+	for info, _ := s.Thread(vt.ID()); info.State != scheduler.Parked || len(info.Stack) == 0; info, _ = s.Thread(vt.ID()) {
+		time.Sleep(time.Millisecond) // until it has parked
+	}
+	var buf bytes.Buffer
+	if err := vtprof.WriteThreads(&buf, s, 2); err != nil {
+		log.Fatal(err)
+	}
+	// The first line, less the time parked; then the innermost frame.
+	lines := strings.Split(buf.String(), "\n")
+	fmt.Println(strings.SplitN(lines[0], ",", 2)[0])
+	fmt.Println(lines[1])
+	vt.Unpark()
+	s.Close()
+	// Output:
+	// vthread 1 "worker" [parked
+	// github.com/weftrt/weft/scheduler.Park(...)
+}
+
+// Serving the profiles next to net/http/pprof's, under /debug/vthreads/:
+// go tool pprof http://localhost:6060/debug/vthreads/threads reads the
+// dump, and .../profile?seconds=10 a CPU profile with whole stacks.
+func ExampleHandler() {
+	s, err := scheduler.New(scheduler.Options{TrackThreads: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	http.Handle("/debug/vthreads/", http.StripPrefix("/debug/vthreads", vtprof.Handler(s)))
+	// log.Fatal(http.ListenAndServe("localhost:6060", nil))
+}
+
+// A CPU profile in which virtual threads' samples have their whole stacks.
+func ExampleStartCPUProfile() {
+	var buf bytes.Buffer // a file, usually
+	if err := vtprof.StartCPUProfile(&buf); err != nil {
+		log.Fatal(err)
+	}
+	// ... run the virtual threads to profile ...
+	if err := vtprof.StopCPUProfile(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(buf.Len() > 0)
+	// Output: true
+}
