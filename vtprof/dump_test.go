@@ -149,10 +149,10 @@ func TestWriteThreadsUntracked(t *testing.T) {
 }
 
 // TestWriteThreadsMany dumps 100,000 parked virtual threads (10,000 with
-// -short).
+// -short or the race detector).
 func TestWriteThreadsMany(t *testing.T) {
 	n := 100_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 10_000
 	}
 	s, err := scheduler.New(scheduler.Options{TrackThreads: true})
