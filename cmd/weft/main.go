@@ -4,7 +4,9 @@
 //  2. a SAX-style inversion: a callback-driven encoding/xml walk turned
 //     into a pull-style generator with continuation.Pull;
 //  3. 100,000 continuations suspended at once, their memory per
-//     continuation, and all of them resumed to completion.
+//     continuation, and all of them resumed to completion;
+//  4. virtual threads as go tool pprof sees them: a thread dump, and a
+//     CPU profile with whole stacks to open (package vtprof).
 //
 // Run it with:
 //
@@ -49,7 +51,11 @@ func run(w io.Writer, n int) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	return manySuspended(w, n)
+	if err := manySuspended(w, n); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return profiled(w)
 }
 
 const catalog = `<catalog>

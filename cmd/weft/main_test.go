@@ -18,6 +18,9 @@ func TestShowcase(t *testing.T) {
 		`"Types and Programming Languages"`,
 		"2000 continuations suspended at once",
 		"every result checked",
+		`vthread 1 "mailbox" [parked`,
+		".receive(...)\n",
+		"a CPU profile of the worker",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
