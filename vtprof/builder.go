@@ -163,6 +163,9 @@ func writeText(w io.Writer, header string, recs []textRecord) error {
 		if r.labels != "" {
 			fmt.Fprintf(&sb, "# labels: %s\n", r.labels)
 		}
+		if r.note != "" {
+			fmt.Fprintf(&sb, "# %s\n", r.note)
+		}
 		for _, f := range r.stack {
 			fmt.Fprintf(&sb, "#\t%#x\t%s+%#x\t%s:%d\n", f.PC, f.Function, f.PC-f.Entry, f.File, f.Line)
 		}
@@ -175,6 +178,7 @@ func writeText(w io.Writer, header string, recs []textRecord) error {
 // textRecord is one record of a text profile.
 type textRecord struct {
 	values []int64
-	labels string
+	labels string // the record's pprof labels, formatted
+	note   string // what else describes the record: its state, its reason
 	stack  []runtime.Frame
 }

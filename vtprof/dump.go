@@ -121,11 +121,7 @@ func threadsText(w io.Writer, s *scheduler.Scheduler, threads []scheduler.Thread
 	}
 	var recs []textRecord
 	for _, g := range groupThreads(threads) {
-		l := labelString(g.labels)
-		if l != "" {
-			l += " "
-		}
-		recs = append(recs, textRecord{values: []int64{g.n}, labels: l + "state: " + g.state, stack: g.stack})
+		recs = append(recs, textRecord{values: []int64{g.n}, labels: labelString(g.labels), note: "state: " + g.state, stack: g.stack})
 	}
 	return writeText(w, fmt.Sprintf("vthread profile: total %d", len(threads)), recs)
 }

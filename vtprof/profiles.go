@@ -21,7 +21,7 @@ func WritePinProfile(w io.Writer, s *scheduler.Scheduler, debug int) error {
 	if debug > 0 {
 		var trs []textRecord
 		for _, r := range recs {
-			trs = append(trs, textRecord{values: []int64{r.Nanos, r.Count}, labels: fmt.Sprintf("reason: %s site: %s kind: %s", r.Reason, r.Function, pinKind(r.Park)), stack: r.Stack})
+			trs = append(trs, textRecord{values: []int64{r.Nanos, r.Count}, note: fmt.Sprintf("reason: %s site: %s kind: %s", r.Reason, r.Function, pinKind(r.Park)), stack: r.Stack})
 		}
 		return writeText(w, fmt.Sprintf("--- pinned:\nthreshold=%v\n# nanoseconds count @ stack", s.PinThreshold()), trs)
 	}
