@@ -232,7 +232,7 @@ func (c *carrier) run(vt *VThread) {
 	// (labels.go): outer are the carrier's, or the joiner's in runNested.
 	outer, own := profLabel(), vt.labels()
 	set := own // what the goroutine has while vt runs
-	if s.reg != nil || profiling.Load() != 0 {
+	if profiling.Load() != 0 {
 		set = s.profMount(vt, c, own) // profiling.go
 	}
 	if set != outer {
@@ -258,7 +258,7 @@ func (c *carrier) run(vt *VThread) {
 		vt.state.Store(vtQueued)
 		s.readyBack(vt)
 	default: // actPark
-		if s.reg != nil || profiling.Load() != 0 {
+		if profiling.Load() != 0 {
 			s.profPark(vt) // profiling.go
 		}
 		vt.state.Store(vtParked)

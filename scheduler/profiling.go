@@ -21,11 +21,12 @@ import (
 // The scheduler's profiles: pinned parks and yields (PinProfile), parks
 // (ParkProfile), and the mount records that give CPU profiles whole
 // stacks (RecordMounts). Package vtprof writes them in pprof's formats.
-// A carrier calls profMount and profPark only while the scheduler tracks
-// threads or profiling is above zero: off, each costs a load and a branch.
+// A carrier calls profMount and profPark only while profiling is above
+// zero: off, each costs a load and a branch.
 
-// profiling counts the schedulers whose park profile is on, plus one while
-// mounts are recorded.
+// profiling counts the schedulers that track threads (until collected)
+// or whose park profile is on, plus one while mounts are recorded. A
+// carrier's mount and park test it alone, one load for every profile.
 var profiling atomic.Int32
 
 // clockBase is the origin of the monotonic stamps of the park profile.

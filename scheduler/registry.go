@@ -58,7 +58,17 @@ type tracked struct {
 	pinned atomic.Pointer[[]uintptr]
 }
 
-func newRegistry() *registry {
+// newRegistry returns the registry of s, a new scheduler, and counts s in
+// profiling until s is collected: its carriers then call the profiles'
+// hooks (profiling.go), which keep the registry's entries up to date.
+func newRegistry(s *Scheduler) *registry {
+	profiling.Add(1)
+	runtime.AddCleanup(s, func(struct{}) { profiling.Add(-1) }, struct{}{})
+	return emptyRegistry()
+}
+
+// emptyRegistry returns an empty registry.
+func emptyRegistry() *registry {
 	r := &registry{base: time.Now()}
 	for i := range r.shards {
 		r.shards[i].m = make(map[uint64]*tracked)

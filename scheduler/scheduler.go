@@ -210,7 +210,7 @@ func New(opts Options) (*Scheduler, error) {
 	s.tick.Store(1)
 	s.labels = profLabel()
 	if opts.TrackThreads {
-		s.reg = newRegistry()
+		s.reg = newRegistry(s)
 	}
 	s.ctx, s.cancel = context.WithCancel(parent)
 	s.lock = weft.ActiveBackend() == weft.StackCopying
