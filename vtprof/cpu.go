@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -176,14 +175,4 @@ func hasFunc(l *profile.Location, suffix string) bool {
 		}
 	}
 	return false
-}
-
-// threadLabel returns the virtual thread ID of a sample's labels, 0 if
-// none.
-func threadLabel(smp *profile.Sample) uint64 {
-	if v := smp.Label[scheduler.LabelThread]; len(v) > 0 {
-		id, _ := strconv.ParseUint(v[0], 10, 64)
-		return id
-	}
-	return 0
 }
