@@ -132,8 +132,6 @@ type Scheduler struct {
 	labels unsafe.Pointer
 	// reg is the thread registry (registry.go), nil unless TrackThreads.
 	reg *registry
-	// prof holds the pinning and park profiles (profiling.go).
-	prof profState
 	// nest: Join may run a queued virtual thread nested in its caller
 	// (runNested): not in deterministic mode, not on the portable backend.
 	nest bool
@@ -177,6 +175,9 @@ type Scheduler struct {
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64
+	// prof holds the pinning and park profiles (profiling.go): written
+	// while they record, so off the cache lines that every start reads.
+	prof profState
 
 	det *detState
 }
