@@ -54,11 +54,16 @@ type profState struct {
 const DefaultPinThreshold = 20 * time.Millisecond
 
 // BlockRecord is one call stack of the park profile: how many parks it
-// stands for and how long they lasted in all.
+// stands for, how long they lasted in all, and how much of that the
+// threads, once woken, waited for a carrier.
 type BlockRecord struct {
 	Count int64
 	Nanos int64
-	Stack []runtime.Frame // innermost first, down to the virtual thread's body
+	// WakeNanos is the time from the wake-up (an Unpark, a Chan hand-off,
+	// a timer) to the next mount, in all. A park whose thread had its
+	// permit already counts whole.
+	WakeNanos int64
+	Stack     []runtime.Frame // innermost first, down to the virtual thread's body
 }
 
 // PinRecord is one row of the pinning profile: the parks or yields that
@@ -164,9 +169,14 @@ func (s *Scheduler) profMount(vt *VThread, c *carrier, own unsafe.Pointer) unsaf
 	}
 	if rate := s.prof.parkRate.Load(); rate != 0 {
 		if r := vt.rare.Load(); r != nil && r.parkedAt != 0 {
-			d := mono() - r.parkedAt
+			now := mono()
+			d, wake := now-r.parkedAt, now-r.parkedAt
+			if r.wokenAt != 0 {
+				wake = now - r.wokenAt
+				r.wokenAt = 0
+			}
 			r.parkedAt = 0
-			s.sampleParked(vt, d, rate)
+			s.sampleParked(vt, d, wake, rate)
 		}
 	}
 	if m := mounts.Load(); m != nil {
@@ -194,9 +204,19 @@ func (s *Scheduler) profPark(vt *VThread) {
 	}
 }
 
-// sampleParked records, if the sampling picks it, a park of d nanoseconds
-// that vt, about to be resumed, ends.
-func (s *Scheduler) sampleParked(vt *VThread, d, rate int64) {
+// profWake stamps the wake-up of vt, parked, which its caller has just
+// queued, for the park profile.
+func (s *Scheduler) profWake(vt *VThread) {
+	if s.prof.parkRate.Load() != 0 {
+		if r := vt.rare.Load(); r != nil && r.parkedAt != 0 {
+			r.wokenAt = mono()
+		}
+	}
+}
+
+// sampleParked records, if the sampling picks it, a park of d nanoseconds,
+// wake of them after its wake-up, that vt, about to be resumed, ends.
+func (s *Scheduler) sampleParked(vt *VThread, d, wake, rate int64) {
 	weight := int64(1)
 	if d < rate {
 		if rand.Int64N(rate) >= d {
@@ -217,6 +237,7 @@ func (s *Scheduler) sampleParked(vt *VThread, d, rate int64) {
 	}
 	rec.Count += weight
 	rec.Nanos += d * weight
+	rec.WakeNanos += wake * weight
 	s.prof.mu.Unlock()
 }
 

@@ -6,6 +6,9 @@ import "github.com/weftrt/weft"
 // queued, on c, or with c nil on the carrier running the caller if vt's
 // scheduler runs it, else as readyOn does without a carrier.
 func (vt *VThread) enqueue(c *carrier) {
+	if profiling.Load() != 0 {
+		vt.s.profWake(vt) // profiling.go
+	}
 	if c == nil {
 		// runningCarrier, with Current written out: Innermost and
 		// currentIn inline, and a wake-up by a virtual thread (every

@@ -17,6 +17,9 @@ func (vt *VThread) wakeTimer(fired *atomic.Bool) {
 	}
 	switch {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
+		if profiling.Load() != 0 {
+			vt.s.profWake(vt) // profiling.go
+		}
 		vt.s.readyOn(vt, vt.s.runningCarrier())
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
 		vt.carrier.pinned <- struct{}{}

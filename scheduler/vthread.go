@@ -63,9 +63,11 @@ type vthreadRare struct {
 	// track is vt's registry entry (registry.go), set before vt is
 	// published when its scheduler tracks threads.
 	track *tracked
-	// parkedAt is when vt last parked, for the park profile
-	// (profiling.go); written and read by the carriers that run vt.
-	parkedAt int64
+	// parkedAt is when vt last parked, and wokenAt when that park was
+	// woken, for the park profile (profiling.go). The carriers that run
+	// vt write and read them, and the waker that queues vt writes
+	// wokenAt before it does.
+	parkedAt, wokenAt int64
 }
 
 // rareLocked returns vt's rare part, made if need be; called with joinMu

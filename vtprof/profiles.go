@@ -48,22 +48,23 @@ func pinKind(park bool) string {
 // parked and for how long, with the block profile's semantics and sample
 // types (contentions and delay), sampled at the rate that
 // Scheduler.SetParkProfileRate set. A park's delay runs from the park to
-// the thread's next mount, so it includes the time the thread waited
-// for a carrier once woken. Debug 0 writes a gzipped profile.proto,
+// the thread's next mount; the third sample value, wakeup, is the part of
+// it from the wake-up on: the wake-to-run latency, the time the woken
+// thread waited for a carrier. Debug 0 writes a gzipped profile.proto,
 // debug 1 and above text.
 func WriteParkProfile(w io.Writer, s *scheduler.Scheduler, debug int) error {
 	recs := s.ParkProfile()
 	if debug > 0 {
 		var trs []textRecord
 		for _, r := range recs {
-			trs = append(trs, textRecord{values: []int64{r.Nanos, r.Count}, stack: r.Stack})
+			trs = append(trs, textRecord{values: []int64{r.Nanos, r.Count, r.WakeNanos}, stack: r.Stack})
 		}
-		return writeText(w, fmt.Sprintf("--- parks:\nrate=%d\n# nanoseconds count @ stack", s.ParkProfileRate()), trs)
+		return writeText(w, fmt.Sprintf("--- parks:\nrate=%d\n# nanoseconds count wake-to-run-nanoseconds @ stack", s.ParkProfileRate()), trs)
 	}
-	b := newBuilder("contentions", "count", "delay", "nanoseconds")
+	b := newBuilder("contentions", "count", "delay", "nanoseconds", "wakeup", "nanoseconds")
 	b.p.DefaultSampleType = "delay"
 	for _, r := range recs {
-		b.p.Sample = append(b.p.Sample, &profile.Sample{Value: []int64{r.Count, r.Nanos}, Location: b.frameLocs(r.Stack)})
+		b.p.Sample = append(b.p.Sample, &profile.Sample{Value: []int64{r.Count, r.Nanos, r.WakeNanos}, Location: b.frameLocs(r.Stack)})
 	}
 	return b.p.Write(w)
 }

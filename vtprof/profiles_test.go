@@ -185,6 +185,9 @@ func TestParkProfile(t *testing.T) {
 		if deep != parkDepth || r.Nanos <= 0 {
 			t.Errorf("record of %d parks, %d ns, %d parkDeep frames (want %d)", r.Count, r.Nanos, deep, parkDepth)
 		}
+		if r.WakeNanos <= 0 || r.WakeNanos > r.Nanos {
+			t.Errorf("record of %d parks, %d ns, %d ns of them after the wake-up", r.Count, r.Nanos, r.WakeNanos)
+		}
 	}
 	if count != n*parks {
 		t.Errorf("%d parks recorded, want %d", count, n*parks)
@@ -197,7 +200,33 @@ func TestParkProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Sample) != len(recs) || p.SampleType[1].Type != "delay" {
+	if len(p.Sample) != len(recs) || p.SampleType[1].Type != "delay" || p.SampleType[2].Type != "wakeup" {
 		t.Errorf("profile: %v", p)
+	}
+}
+
+// TestParkProfileSleep checks that a park that a timer ends (Sleep) is
+// recorded with its wake-to-run time.
+func TestParkProfileSleep(t *testing.T) {
+	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.SetParkProfileRate(1)
+	vt, _ := s.Go(func(context.Context) error {
+		scheduler.Sleep(time.Millisecond)
+		return nil
+	})
+	vt.Join()
+	s.SetParkProfileRate(0)
+	recs := s.ParkProfile()
+	if len(recs) != 1 || recs[0].Count != 1 || !hasFrame(recs[0].Stack, "scheduler.Sleep") {
+		t.Fatalf("records %+v, want one park in Sleep", recs)
+	}
+	// The timer fired a millisecond or more after the park began: the
+	// time after it is less than the whole park's.
+	if r := recs[0]; r.WakeNanos <= 0 || r.WakeNanos >= r.Nanos || r.Nanos < int64(time.Millisecond) {
+		t.Errorf("%d ns parked, %d after the wake-up", r.Nanos, r.WakeNanos)
 	}
 }
