@@ -15,6 +15,8 @@
 //     where parks and yields could not suspend their thread, why, and how
 //     long they blocked a carrier.
 //   - The park profile (WriteParkProfile): the block profile for parks.
+//   - A dump of continuations that a program keeps suspended itself
+//     (WriteContinuations): a generator pool, an actor system.
 //   - An HTTP handler serving them all (Handler), in the manner of
 //     net/http/pprof.
 //

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scheduler"
+	"github.com/weftrt/weft/scope"
 	"github.com/weftrt/weft/vtprof"
 )
 
@@ -70,4 +73,31 @@ func ExampleStartCPUProfile() {
 	}
 	fmt.Println(buf.Len() > 0)
 	// Output: true
+}
+
+// A dump of continuations that a program keeps suspended itself, here a
+// pool of two bodies suspended at the same Yield: debug=1 aggregates them
+// in one record of two.
+func ExampleWriteContinuations() {
+	sc := scope.New("pool")
+	pool := map[string]*continuation.Continuation{}
+	for _, name := range []string{"a", "b"} {
+		c := continuation.New(sc, func() { continuation.Yield(sc) })
+		c.Run() // suspended in its Yield
+		pool[name] = c
+	}
+	var buf bytes.Buffer
+	if err := vtprof.WriteContinuations(&buf, maps.All(pool), 1); err != nil {
+		log.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	fmt.Println(lines[0])
+	fn, _, _ := strings.Cut(strings.Fields(lines[3])[2], "+") // less the offset
+	fmt.Println(strings.Fields(lines[1])[0], "suspended in", fn)
+	for _, c := range pool {
+		c.Run() // returns from Yield, and the body ends
+	}
+	// Output:
+	// continuation profile: total 2
+	// 2 suspended in github.com/weftrt/weft/vtprof_test.ExampleWriteContinuations.func1
 }
