@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -366,38 +367,34 @@ func reflectPC(f any) uintptr { return reflect.ValueOf(f).Pointer() }
 // A whole-stack CPU profile needs to know, for each sample taken while a
 // virtual thread ran, the frames frozen under its return barrier: the
 // runtime's unwinder stops there. While mounts are recorded, each mount
-// of a virtual thread gets labels naming it (LabelThread) and the record
-// of the frames frozen when it mounted (LabelMount); package vtprof
-// stitches them under each sample's barrier frame after the profile stops.
+// of a virtual thread gets labels naming the thread (LabelThread,
+// LabelName) and the frames frozen when it mounted (LabelMount); package
+// vtprof stitches them under each sample's barrier frame after the
+// profile stops. Threads that mount with the same frozen frames share
+// one record, so the records grow with the distinct stacks, not with the
+// mounts.
 
 // The labels that a recorded mount adds to the virtual thread's own.
 const (
 	// LabelThread's value is the virtual thread's ID.
 	LabelThread = "vthread"
-	// LabelMount's value is the key of the mount's Mount in the map
-	// that RecordMounts' stop function returns.
+	// LabelName's value is the virtual thread's name, if it has one.
+	LabelName = "vthread.name"
+	// LabelMount's value is the key, in the map that RecordMounts' stop
+	// function returns, of the frames frozen as the thread mounted.
 	LabelMount = "weft.mount"
 )
-
-// Mount is a recorded mount of a virtual thread: which one, and the return
-// PCs of the frames that were frozen in its continuation as it mounted,
-// innermost first (weft.Cont.FrozenPCs). The mount thaws the innermost of
-// them; the rest stay under the return barrier until the frames above it
-// return.
-type Mount struct {
-	Thread uint64
-	Name   string
-	Frozen []uintptr
-}
 
 // mounts is the recorder while mounts are recorded.
 var mounts atomic.Pointer[mountRecorder]
 
 type mountRecorder struct {
-	mu   sync.Mutex
-	seq  uint64
-	m    map[string]Mount
-	last map[*VThread]lastMount
+	mu sync.Mutex
+	// keys maps frozen frames, as a string of their PCs' bytes, to their
+	// key in frozen.
+	keys   map[string]string
+	frozen map[string][]uintptr
+	last   map[*VThread]lastMount
 }
 
 // lastMount is a virtual thread's last recorded mount, which its next one
@@ -409,28 +406,32 @@ type lastMount struct {
 
 // RecordMounts records every mount of a virtual thread, of any scheduler,
 // until the function it returns is called; that function returns the
-// mounts by key (LabelMount). It reports false, and records nothing, if
-// mounts are already being recorded. While they are, each mount of a
-// virtual thread costs a walk of its frozen frames and, when they changed
-// since its last one, a new label set. A virtual thread that replaces its
-// labels rather than adding to them (pprof.SetGoroutineLabels with a
-// context that did not come from its own) drops the mount's labels until
-// it next parks.
-func RecordMounts() (stop func() map[string]Mount, ok bool) {
-	m := &mountRecorder{m: make(map[string]Mount), last: make(map[*VThread]lastMount)}
+// frames that were frozen in the threads' continuations as they mounted,
+// by key (LabelMount): return PCs, innermost first (weft.Cont.FrozenPCs).
+// A mount thaws the innermost of them; the rest stay under the return
+// barrier until the frames above it return. RecordMounts reports false,
+// and records nothing, if mounts are already being recorded. While they
+// are, each mount of a virtual thread costs a walk of its frozen frames
+// and, when they changed since its last one, a new label set. A virtual
+// thread that replaces its labels rather than adding to them
+// (pprof.SetGoroutineLabels with a context that did not come from its
+// own) drops the mount's labels until it next parks.
+func RecordMounts() (stop func() map[string][]uintptr, ok bool) {
+	m := &mountRecorder{keys: make(map[string]string), frozen: make(map[string][]uintptr), last: make(map[*VThread]lastMount)}
 	if !mounts.CompareAndSwap(nil, m) {
 		return nil, false
 	}
 	profiling.Add(1)
 	var once sync.Once
-	return func() map[string]Mount {
+	return func() map[string][]uintptr {
 		once.Do(func() {
 			mounts.Store(nil)
 			profiling.Add(-1)
 		})
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.m
+		m.last = nil // the threads are the program's again
+		return m.frozen
 	}, true
 }
 
@@ -439,25 +440,38 @@ func RecordMounts() (stop func() map[string]Mount, ok bool) {
 func (m *mountRecorder) mount(vt *VThread, own unsafe.Pointer) unsafe.Pointer {
 	frozen := vt.cont.FrozenPCs(nil)
 	m.mu.Lock()
+	if m.last == nil { // stopped
+		m.mu.Unlock()
+		return own
+	}
 	if l, ok := m.last[vt]; ok && l.own == own && slices.Equal(l.frozen, frozen) {
 		m.mu.Unlock()
 		return l.set
 	}
-	m.seq++
-	key := strconv.FormatUint(m.seq, 10)
-	m.m[key] = Mount{Thread: vt.id, Name: vt.Name(), Frozen: frozen}
+	content := unsafe.String((*byte)(unsafe.Pointer(unsafe.SliceData(frozen))), len(frozen)*int(unsafe.Sizeof(uintptr(0))))
+	key, ok := m.keys[content]
+	if !ok {
+		key = strconv.Itoa(len(m.keys) + 1)
+		m.keys[strings.Clone(content)] = key
+		m.frozen[key] = frozen
+	}
 	m.mu.Unlock()
 	var pairs []string
 	for k, v := range decodeLabels(own) {
-		if k != LabelThread && k != LabelMount {
+		if k != LabelThread && k != LabelName && k != LabelMount {
 			pairs = append(pairs, k, v)
 		}
 	}
 	pairs = append(pairs, LabelThread, strconv.FormatUint(vt.id, 10), LabelMount, key)
+	if name := vt.Name(); name != "" {
+		pairs = append(pairs, LabelName, name)
+	}
 	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels(pairs...)))
 	set := profLabel()
 	m.mu.Lock()
-	m.last[vt] = lastMount{own: own, set: set, frozen: frozen}
+	if m.last != nil {
+		m.last[vt] = lastMount{own: own, set: set, frozen: frozen}
+	}
 	m.mu.Unlock()
 	return set
 }

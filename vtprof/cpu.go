@@ -32,7 +32,7 @@ var cpu struct {
 	on   bool
 	w    io.Writer
 	buf  bytes.Buffer
-	stop func() map[string]scheduler.Mount
+	stop func() map[string][]uintptr
 }
 
 // ErrProfiling: StartCPUProfile while a CPU profile is already on, in
@@ -103,7 +103,8 @@ func CPUProfile(ctx context.Context, w io.Writer, d time.Duration) error {
 const bodyName = "/scheduler.vthreadBody"
 
 // Stitch gives the samples of p, a CPU profile taken while mounts were
-// recorded (scheduler.RecordMounts), their virtual threads' whole stacks:
+// recorded, their virtual threads' whole stacks, given frozen, what
+// scheduler.RecordMounts' stop function returned:
 // below the last live frame of a sample that ends at the return barrier,
 // the frames that were frozen under it, and below the thread's body a
 // root frame that names the thread, in place of the engine's and the
@@ -113,7 +114,7 @@ const bodyName = "/scheduler.vthreadBody"
 // those above the first of them that is the sample's last live frame: a
 // thread that has returned from frames thawed since its mount, where the
 // same PC is frozen twice (recursion), may get the deeper one's.
-func Stitch(p *profile.Profile, mounts map[string]scheduler.Mount) {
+func Stitch(p *profile.Profile, frozen map[string][]uintptr) {
 	b := extend(p)
 	for _, smp := range p.Sample {
 		keys := smp.Label[scheduler.LabelMount]
@@ -121,7 +122,7 @@ func Stitch(p *profile.Profile, mounts map[string]scheduler.Mount) {
 			continue
 		}
 		delete(smp.Label, scheduler.LabelMount)
-		m, ok := mounts[keys[0]]
+		below, ok := frozen[keys[0]]
 		if !ok {
 			continue
 		}
@@ -140,9 +141,9 @@ func Stitch(p *profile.Profile, mounts map[string]scheduler.Mount) {
 			// A location's address is its return PC less one, as
 			// runtime/pprof writes it.
 			last := locs[barrier-1].Address + 1
-			for j, pc := range m.Frozen {
+			for j, pc := range below {
 				if uint64(pc) == last {
-					out = append(out, b.pcLocs(m.Frozen[j+1:])...)
+					out = append(out, b.pcLocs(below[j+1:])...)
 					break
 				}
 			}
@@ -161,9 +162,21 @@ func Stitch(p *profile.Profile, mounts map[string]scheduler.Mount) {
 		if end < 0 {
 			continue // not in the thread's code: the carrier's, around it
 		}
-		out = append(out[:end+1:end+1], b.synthetic(threadName(m.Thread, m.Name)))
+		root := "vthread " + first(smp.Label[scheduler.LabelThread])
+		if name := first(smp.Label[scheduler.LabelName]); name != "" {
+			root += " (" + name + ")"
+		}
+		out = append(out[:end+1:end+1], b.synthetic(root))
 		smp.Location = out
 	}
+}
+
+// first returns the first of values, "" if none.
+func first(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	return values[0]
 }
 
 // hasFunc reports whether l has a line in a function whose name ends in

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -182,12 +181,4 @@ func threadsBlocks(w io.Writer, s *scheduler.Scheduler, threads []scheduler.Thre
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// threadName returns how a dump names a virtual thread.
-func threadName(id uint64, name string) string {
-	if name != "" {
-		return "vthread " + strconv.FormatUint(id, 10) + " (" + name + ")"
-	}
-	return "vthread " + strconv.FormatUint(id, 10)
 }
