@@ -25,7 +25,7 @@ func (c *Cont) FrozenPCs(pcs []uintptr) []uintptr {
 	if !useStackCopy {
 		return pcs
 	}
-	for _, f := range c.sc.chunk.frames() {
+	for _, f := range c.stack.chunk.frames() {
 		pcs = append(pcs, f.pc)
 	}
 	return pcs
