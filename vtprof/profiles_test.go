@@ -224,9 +224,10 @@ func TestParkProfileSleep(t *testing.T) {
 	if len(recs) != 1 || recs[0].Count != 1 || !hasFrame(recs[0].Stack, "scheduler.Sleep") {
 		t.Fatalf("records %+v, want one park in Sleep", recs)
 	}
-	// The timer fired a millisecond or more after the park began: the
-	// time after it is less than the whole park's.
-	if r := recs[0]; r.WakeNanos <= 0 || r.WakeNanos >= r.Nanos || r.Nanos < int64(time.Millisecond) {
+	// The timer fired after the park began: the time after it is part of
+	// the whole park's. (The park began after the timer was set, so it
+	// may be shorter than the sleep.)
+	if r := recs[0]; r.WakeNanos <= 0 || r.WakeNanos >= r.Nanos {
 		t.Errorf("%d ns parked, %d after the wake-up", r.Nanos, r.WakeNanos)
 	}
 }
