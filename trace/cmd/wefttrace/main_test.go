@@ -434,16 +434,16 @@ func TestUnprivileged(t *testing.T) {
 }
 
 // TestTraceWithoutScheduler attaches to a program that uses continuations
-// and not the scheduler (weft's showcase): the scheduler's functions are
-// absent, and said to be.
+// and not the scheduler (testdata/generator): the scheduler's functions
+// are absent, and said to be.
 func TestTraceWithoutScheduler(t *testing.T) {
 	wefttrace, _, _ := binaries(t)
-	showcase := filepath.Join(t.TempDir(), "weft")
-	if err := testMod.Build(showcase, "github.com/weftrt/weft/cmd/weft", ""); err != nil {
+	generator := filepath.Join(t.TempDir(), "generator")
+	if err := testMod.Build(generator, testbuild.Generator, ""); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(wefttrace, "-yields", "-d", "200ms", showcase)
+	cmd := exec.Command(wefttrace, "-yields", "-d", "200ms", generator)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("wefttrace: %v\n%s", err, stderr.String())

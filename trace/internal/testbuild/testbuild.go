@@ -17,6 +17,10 @@ import (
 // that New makes.
 const Workload = "./workload"
 
+// Generator is the package of a program that uses continuations and not
+// the scheduler, in the module that New makes.
+const Generator = "./generator"
+
 // Module is a module, in a directory of its own, that builds weft's
 // packages and the test workload from the weft tree.
 type Module struct {
@@ -43,15 +47,15 @@ func New(dir string) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	main, err := os.ReadFile(filepath.Join(trace, "testdata", "workload", "main.go"))
-	if err != nil {
-		return nil, err
+	files := map[string][]byte{"go.mod": []byte(goMod), "go.sum": sum}
+	for _, prog := range []string{Workload, Generator} {
+		main, err := os.ReadFile(filepath.Join(trace, "testdata", prog, "main.go"))
+		if err != nil {
+			return nil, err
+		}
+		files[filepath.Join(prog, "main.go")] = main
 	}
-	for name, data := range map[string][]byte{
-		"go.mod":           []byte(goMod),
-		"go.sum":           sum,
-		"workload/main.go": main,
-	} {
+	for name, data := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, err
@@ -63,7 +67,7 @@ func New(dir string) (*Module, error) {
 	return m, nil
 }
 
-// Build builds package pkg (Workload, or a package of weft) to out, with
+// Build builds package pkg (Workload, Generator, or a package of weft) to out, with
 // the linker flags ldflags.
 func (m *Module) Build(out, pkg, ldflags string) error {
 	cmd := exec.Command("go", "build", "-mod=mod", "-ldflags="+ldflags, "-o", out, pkg)
