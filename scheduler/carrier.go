@@ -97,6 +97,13 @@ type carrier struct {
 	// from runnext without one) since its last fair one, for next's
 	// fairness rule; only the carrier's goroutine touches it.
 	picks uint32
+	// fairOwn says that the last fair pick tried c's own queue first;
+	// fairEnded is c's count of ended threads at the last fair pick, and
+	// fairPassed how many own turns in a row passed over the oldest
+	// (fairPick). Only the carrier's goroutine touches them.
+	fairOwn    bool
+	fairPassed uint32
+	fairEnded  int64
 
 	// count is this carrier's shard of the live count (Scheduler.shard
 	// says which threads it counts); idNext and idEnd, its batch of IDs
@@ -278,10 +285,7 @@ func (c *carrier) run(vt *VThread) {
 // queues once more: a push that the look misses comes after it under the
 // queue's lock, or, into an empty runnext, after it in the order of atomic
 // operations, so it sees nidle raised and wakes a carrier (or owes the
-// wake-up, with nothing else queued: pushOwn). It
-// looks at the global queue last: a carrier's demote moves a virtual
-// thread from its own queue there, waking nobody, so a look at the
-// global queue before the carriers' could miss it in both.
+// wake-up, with nothing else queued: pushOwn).
 func (c *carrier) sleep() {
 	s := c.s
 	if h := testHooks.sleepBeforeIdle.Load(); h != nil {
@@ -344,8 +348,8 @@ func (c *carrier) hasWork() bool {
 	}
 	for _, o := range c.s.carriers {
 		// queued under the lock: it then says what queue holds, and a
-		// thread that moves from runnext to queue (moveRunnext) or
-		// from queue to the global queue (demote) moves under it.
+		// thread that moves from runnext to queue (moveRunnext) moves
+		// under it.
 		o.mu.Lock()
 		r := o.queued.Load()
 		o.mu.Unlock()

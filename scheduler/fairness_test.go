@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,24 +124,22 @@ func TestFairOwnQueue(t *testing.T) {
 	}
 }
 
-// A virtual thread that a fair pick moves from its carrier's queue to the
-// global queue is seen by a carrier going to sleep meanwhile. The other
-// carrier is held where sleep has registered it idle and not yet looked;
-// the first carrier, its queue [X, B], moves B to the global queue and
-// runs X, which starts Z, which blocks that carrier until B runs. The
-// sleeping carrier looked at the global queue (empty) before the
-// carriers' queues (B gone) and slept, and nothing woke it: B ran only
-// when Z gave up. With X joining Z, Z runs nested in X. (The
-// interleaving is forced with testHooks.)
-func TestFairDemoteSeenBySleeper(t *testing.T) {
+// A virtual thread queued beneath the one a fair pick takes is seen by a
+// carrier going to sleep meanwhile. The other carrier is held where sleep
+// has registered it idle and not yet looked; the first carrier, its queue
+// [X, B], takes X by a fair pick (the oldest) and runs it, and X starts
+// Z, which blocks that carrier until B runs. The sleeping carrier must
+// find B in the first carrier's queue and steal it. With X joining Z, Z
+// runs nested in X. (The interleaving is forced with testHooks.)
+func TestFairPickSeenBySleeper(t *testing.T) {
 	for _, join := range []bool{false, true} {
-		if waited, stranded := demoteWhileSleeping(t, join); stranded {
-			t.Errorf("join=%v: the virtual thread moved to the global queue waited %v with a carrier asleep", join, waited)
+		if waited, stranded := fairPickWhileSleeping(t, join); stranded {
+			t.Errorf("join=%v: the virtual thread beneath the fair pick's waited %v with a carrier asleep", join, waited)
 		}
 	}
 }
 
-func demoteWhileSleeping(t *testing.T, join bool) (waited time.Duration, stranded bool) {
+func fairPickWhileSleeping(t *testing.T, join bool) (waited time.Duration, stranded bool) {
 	s, err := New(Options{Carriers: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -220,4 +219,122 @@ func demoteWhileSleeping(t *testing.T, join bool) (waited time.Duration, strande
 		t.Fatal("Z never ran")
 	}
 	return waited, stranded
+}
+
+// pipelineCaps are the Chan capacities of the pipelines below, in turn:
+// unbuffered hand-offs, one-slot ones, and batches.
+var pipelineCaps = []int{0, 1, 4}
+
+// runPipelines starts n pipelines on s, each a producer virtual thread
+// sending on its own Chan to its own consumer, from the calling goroutine
+// or from a virtual thread, and returns how many values each consumer
+// had received when their total first reached target (or when
+// fairnessGiveUp passed, which the counts then show). It stops and joins
+// them all.
+func runPipelines(t *testing.T, s *Scheduler, n int, fromVThread bool, target int64) []int64 {
+	t.Helper()
+	counts := make([]atomic.Int64, n)
+	var stop atomic.Bool
+	var vts []*VThread
+	start := func() error {
+		for i := range n {
+			ch := NewChan[int](pipelineCaps[i%len(pipelineCaps)])
+			p, err := s.Go(func(ctx context.Context) error {
+				for v := 0; !stop.Load(); v++ {
+					ch.Send(v)
+				}
+				ch.Close()
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			c, err := s.Go(func(ctx context.Context) error {
+				for {
+					if _, ok := ch.Recv(); !ok {
+						return nil
+					}
+					counts[i].Add(1)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			vts = append(vts, p, c)
+		}
+		return nil
+	}
+	if fromVThread {
+		starter := goOrFatal(t, s, func(ctx context.Context) error { return start() })
+		if err := joinWithin(t, starter); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := start(); err != nil {
+		t.Fatal(err)
+	}
+	giveUp := time.Now().Add(fairnessGiveUp)
+	snap := make([]int64, n)
+	for {
+		var total int64
+		for i := range counts {
+			snap[i] = counts[i].Load()
+			total += snap[i]
+		}
+		if total >= target || time.Now().After(giveUp) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	for _, vt := range vts {
+		if err := joinWithin(t, vt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snap
+}
+
+// TestFairPipelines: independent pipelines that hand values over Chans
+// all progress, on one carrier, two, GOMAXPROCS and in deterministic mode,
+// started from a goroutine or from a virtual thread. Two hand-off
+// partners refill their carrier's queue at every pick; without a fair
+// pick of the oldest thread of that queue, the threads beneath them never
+// ran (one of three pipelines received nothing). Each pipeline must have
+// at least 1/20 of the mean count once the total reaches the target.
+func TestFairPipelines(t *testing.T) {
+	perPipeline := int64(20_000)
+	if testing.Short() || raceEnabled {
+		perPipeline = 5_000
+	}
+	type config struct {
+		name string
+		opts Options
+	}
+	configs := []config{
+		{"1", Options{Carriers: 1}},
+		{"2", Options{Carriers: 2}},
+		{"GOMAXPROCS", Options{}},
+		{"deterministic", Options{Deterministic: true, Seed: 7}},
+	}
+	for _, cfg := range configs {
+		for _, n := range []int{3, 8} {
+			for _, fromVThread := range []bool{false, true} {
+				name := fmt.Sprintf("carriers=%s/pipelines=%d/fromVThread=%v", cfg.name, n, fromVThread)
+				t.Run(name, func(t *testing.T) {
+					s := boundedSched(t, cfg.opts)
+					counts := runPipelines(t, s, n, fromVThread, perPipeline*int64(n))
+					var total int64
+					for _, c := range counts {
+						total += c
+					}
+					mean := total / int64(n)
+					for i, c := range counts {
+						if c < mean/20 {
+							t.Errorf("pipeline %d (capacity %d) received %d values, want at least %d (1/20 of the mean); all: %v", i, pipelineCaps[i%len(pipelineCaps)], c, mean/20, counts)
+						}
+					}
+				})
+			}
+		}
+	}
 }

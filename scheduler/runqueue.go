@@ -166,10 +166,10 @@ func (c *carrier) unqueue(vt *VThread) bool {
 			// The newest moves into vt's place, not the newer ones
 			// down: a parent joins its children oldest first, and each
 			// shifted pointer is a write with the collector's barrier.
-			// So thieves, which take the head, take the newest first
-			// (the one its parent joins last), and the carrier's pop
-			// and demote, which take the tail, take the one that was
-			// next to vt.
+			// So thieves and fair picks, which take the head, take the
+			// newest first (the one its parent joins last), and the
+			// carrier's pop, which takes the tail, takes the one that
+			// was next to vt. No thread gets more threads beneath it.
 			if i < last {
 				c.queue[i] = c.queue[last]
 			}
@@ -272,26 +272,10 @@ func (c *carrier) compact() {
 	}
 }
 
-// fairPicks is how often next is fair: once in this many picks, as the Go
-// scheduler looks at its global queue.
-const fairPicks = 61
-
 // next finds a runnable virtual thread: its own queue, newest first, the
-// global queue, then the other carriers'.
-//
-// Once in fairPicks picks it is fair. A carrier whose own queue never
-// empties (two virtual threads that hand work to each other refill it at
-// every pick) would otherwise never reach the global queue, where virtual
-// threads that yielded, that a timer or the poller woke, or that were
-// started or unparked from a plain goroutine wait; nor the older ones
-// beneath the pair in its own queue. So it takes the oldest of the global
-// queue first; or, if there is none, it moves the newest of its own queue
-// (the pair's) to the global queue, as the Go scheduler moves a goroutine
-// that ran a whole time slice there, and goes on with the next newest.
-// Taking the oldest of its own queue instead would start a new branch of
-// a spawn tree far from the one running, and a tree walked that way
-// without nesting (the portable backend) keeps thousands of virtual
-// threads live instead of a few dozen.
+// global queue, then the other carriers'. Once in fairPicks picks it
+// takes the oldest of the global queue or of its own instead (fairPick,
+// fairness.go).
 //
 // loop takes the thread in runnext itself, without this call, on every
 // pick but the fair one, and counts the pick.
@@ -304,10 +288,9 @@ func (c *carrier) next() *VThread {
 	}
 	if c.picks++; c.picks == fairPicks {
 		c.picks = 0
-		if vt := s.popGlobal(); vt != nil {
+		if vt := c.fairPick(); vt != nil {
 			return vt
 		}
-		c.demote()
 	}
 	// pop, without its call: takeRunnextIf inlines.
 	r := c.queued.Load()
@@ -333,30 +316,9 @@ func (c *carrier) next() *VThread {
 	return nil
 }
 
-// demote moves the newest virtual thread of c's queue to the global queue,
-// if it has another beneath, for next's fairness rule; called on c's
-// goroutine. It wakes nobody, and need not: the thread was queued behind
-// another, which woke an idle carrier then if there was one, and a
-// carrier that goes idle later finds it in the global queue as it would
-// have in c's. It moves under both locks (c.mu, then s.mu; nothing takes
-// them the other way round), so that it is always in one queue or the
-// other, and sleep looks at the global queue after the carriers'.
-func (c *carrier) demote() {
-	s := c.s
-	c.mu.Lock()
-	if len(c.queue)-c.head >= 2 {
-		vt := c.queue[len(c.queue)-1]
-		c.queue[len(c.queue)-1] = nil
-		c.queue = c.queue[:len(c.queue)-1]
-		s.mu.Lock()
-		s.appendGlobal(vt)
-		s.mu.Unlock()
-	}
-	c.mu.Unlock()
-}
-
 // steal takes the virtual thread at the head of c's queue: the oldest,
-// unless an unqueue moved a newer one there; or runnext's.
+// unless an unqueue moved a newer one there; or runnext's. Other
+// carriers call it, and c's own fair pick (fairPick).
 func (c *carrier) steal() *VThread {
 	c.mu.Lock()
 	defer c.mu.Unlock()
