@@ -69,6 +69,20 @@ type carrier struct {
 	// cur is the virtual thread this carrier is running, so that the
 	// carrier can finish it if it ends the carrier's goroutine (Goexit).
 	cur *VThread
+	// switches counts the virtual threads the carrier has mounted (run);
+	// the monitor finds the carrier held when it stays the same
+	// (held.go). Only the carrier's goroutine writes it.
+	switches atomic.Uint32
+	// compensated is nonzero while the thread the carrier runs blocks it
+	// with a compensation carrier started for it (Blocking, a pinned
+	// park): the monitor does not count it held.
+	compensated atomic.Int32
+	// gid is the ID of the carrier's goroutine, which held.go finds in
+	// a traceback.
+	gid atomic.Uint64
+	// watch is the monitor's view of the carrier; only the monitor
+	// touches it.
+	watch watch
 	// nested is how many virtual threads runNested is running inside
 	// other virtual threads' Joins on this carrier, one inside the other.
 	nested int
@@ -134,6 +148,7 @@ func (c *carrier) loop() {
 	if profLabel() != s.labels {
 		setProfLabel(s.labels)
 	}
+	c.gid.Store(goroutineID())
 	normal := false
 	defer func() {
 		if !normal {
@@ -231,6 +246,7 @@ func (c *carrier) loop() {
 // run mounts vt until it parks, yields or finishes.
 func (c *carrier) run(vt *VThread) {
 	s := c.s
+	c.switches.Add(1) // for the monitor's look for held carriers
 	vt.state.Store(vtRunning)
 	vt.carrier = c
 	prev := c.cur // the joiner, in runNested
@@ -309,6 +325,7 @@ func (c *carrier) sleep() {
 				s.idle = append(s.idle[:i], s.idle[i+1:]...)
 				s.nidle.Add(-1)
 				s.mu.Unlock()
+				s.kickIdleMonitor()
 				return
 			}
 		}
@@ -316,6 +333,7 @@ func (c *carrier) sleep() {
 		// A wakeOne took it off the list and sends to c.wake: take that.
 	}
 	<-c.wake
+	s.kickIdleMonitor()
 }
 
 func (c *carrier) hasWork() bool {

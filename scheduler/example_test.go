@@ -226,3 +226,32 @@ func ExampleSleepContext() {
 	// context canceled after 1m30s
 	// context canceled
 }
+
+// A virtual thread about to block where the scheduler cannot see (here a
+// plain Go channel, as for a system call or a cgo call) says so with
+// Blocking: a compensation carrier runs the other virtual threads of its
+// only carrier meanwhile, at once rather than once the monitor finds the
+// carrier held.
+func ExampleBlocking() {
+	s, err := scheduler.New(scheduler.Options{Carriers: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	ready := make(chan string)
+	waiter, _ := s.Go(func(context.Context) error {
+		scheduler.Blocking(func() { fmt.Println(<-ready) })
+		return nil
+	})
+	sender, _ := s.Go(func(context.Context) error {
+		ready <- "sent by the other virtual thread"
+		return nil
+	})
+	sender.Join()
+	waiter.Join()
+	fmt.Println(len(s.Held()), "held carriers")
+	// Output:
+	// sent by the other virtual thread
+	// 0 held carriers
+}

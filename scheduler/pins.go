@@ -28,8 +28,10 @@ func parkPinned(perr *pinning.Error) {
 	}
 	start, stack := s.pinBegin(vt) // profiling.go
 	s.blocked.Add(1)
+	c.compensated.Add(1)
 	s.startTemp() // if fewer run than are blocked, up to MaxCompensation
 	<-c.pinned
+	c.compensated.Add(-1)
 	s.blocked.Add(-1)
 	s.wakeSurplusTemp()
 	s.pinEnd(vt, perr, true, start, stack)

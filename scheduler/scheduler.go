@@ -168,10 +168,15 @@ type Scheduler struct {
 	doneOne sync.Once
 	wg      sync.WaitGroup // carriers and the monitor
 
-	// The monitor (monitor.go) pays the wake-ups that carriers owe.
+	// The monitor (monitor.go) pays the wake-ups that carriers owe and
+	// looks for held carriers (held.go).
 	tick          atomic.Uint64 // the monitor's tick count, from 1
-	monitorParked atomic.Bool   // the monitor waits for monitorKick
+	monitorParked atomic.Bool   // the monitor waits for monitorKick, or its next look
+	monitorIdle   atomic.Bool   // the monitor waits for monitorKick only: no carrier runs
 	monitorKick   chan struct{} // buffered 1
+
+	heldMu sync.Mutex
+	held   []*HeldEvent // the latest maxHeldEvents, oldest first
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64

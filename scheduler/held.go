@@ -1,0 +1,352 @@
+package scheduler
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A carrier is held when the virtual thread it runs keeps it without
+// parking, blocked where the scheduler cannot see (time.Sleep, a Go
+// channel, a sync.Mutex, a system call) or computing. The monitor notices
+// it from the carrier's switch count: unchanged at heldLooks+1 looks in a
+// row, while the carrier is not idle. It then starts a compensation
+// carrier, which steals the held carrier's queued threads, and records a
+// HeldEvent. The carrier's only cost is the count it bumps at each run.
+
+// lookEvery is how often the monitor looks at the carriers for held ones
+// while any carrier runs a virtual thread.
+const lookEvery = 5 * time.Millisecond
+
+// heldLooks is how many look intervals in a row a carrier's switch count
+// must stay the same for the carrier to be held: it ran one virtual thread
+// for at least heldLooks·lookEvery, 20 ms. Counting looks rather than
+// time keeps a pause of the whole process (a collection's stop) from
+// making every carrier look held.
+const heldLooks = 4
+
+// maxHeldEvents is how many HeldEvents a scheduler keeps: the latest.
+const maxHeldEvents = 64
+
+// HeldCarrier is the Reason of every HeldEvent.
+const HeldCarrier = "held carrier"
+
+// HeldEvent is one row of Held: a virtual thread that held its carrier
+// without parking past the monitor's threshold (docs/design.md,
+// "Fairness and liveness").
+type HeldEvent struct {
+	Reason string // HeldCarrier
+	// Function is the innermost function of the held thread's stack
+	// outside the Go standard library and weft's engine: the code that
+	// blocked or computed. "" if the stack was not found.
+	Function string
+	// Computing says that the thread was running, not blocked, when the
+	// monitor looked.
+	Computing bool
+	// Wait is the state of the goroutine running the thread as the
+	// runtime's traceback names it: "running" or "runnable" when
+	// computing, else why it waits ("sleep", "chan receive",
+	// "sync.Mutex.Lock", "IO wait", "syscall"...).
+	Wait string
+	// Stack is the traceback of that goroutine, where the thread was.
+	Stack string
+	// Start is when the monitor first saw the carrier without a switch:
+	// the hold began up to one look earlier.
+	Start time.Time
+	// Duration is how long the carrier was held from Start: until the
+	// thread parked, yielded or ended if Released, else until Held was
+	// called.
+	Duration time.Duration
+	// Released says that the thread has let go of its carrier.
+	Released bool
+}
+
+// Held returns the latest times virtual threads held their carriers
+// without parking (up to 64), oldest first. Deterministic mode has no
+// monitor and records none.
+func (s *Scheduler) Held() []HeldEvent {
+	s.check("Held")
+	now := time.Now()
+	s.heldMu.Lock()
+	out := make([]HeldEvent, len(s.held))
+	for i, e := range s.held {
+		out[i] = *e
+		if !e.Released {
+			out[i].Duration = now.Sub(e.Start)
+		}
+	}
+	s.heldMu.Unlock()
+	return out
+}
+
+// Blocking runs f, which blocks its caller where the scheduler cannot see
+// (a system call, a cgo call, a Go channel or lock), after starting a
+// compensation carrier for the carrier of the calling virtual thread, up
+// to Options.MaxCompensation: the carrier's other virtual threads run
+// meanwhile, without waiting for the monitor to find the carrier held.
+// The role of Java's ForkJoinPool.managedBlock. Called from a plain
+// goroutine, or in deterministic mode (one carrier by design), it just
+// calls f. f should not park on this package's primitives: the
+// compensation carrier would run beside its carrier meanwhile.
+func Blocking(f func()) {
+	vt := Current()
+	if vt == nil || vt.carrier == nil || vt.s.det != nil {
+		f()
+		return
+	}
+	s, c := vt.s, vt.carrier
+	c.payOwed() // what vt queued here must not wait for the monitor
+	c.compensated.Add(1)
+	s.blocked.Add(1)
+	s.startTemp()
+	defer func() {
+		s.blocked.Add(-1)
+		c.compensated.Add(-1)
+		s.wakeSurplusTemp()
+	}()
+	f()
+}
+
+// watch is the monitor's view of one carrier, which only the monitor
+// touches.
+type watch struct {
+	switches uint32     // the carrier's switch count at the last look
+	same     int        // looks in a row that saw that count
+	start    time.Time  // the first of those looks
+	checked  bool       // the count was found not held (idle, or compensated)
+	held     *HeldEvent // the event while the carrier is held
+}
+
+// lookHeld is the monitor's look at the carriers for held ones; now is
+// the time of the look. It reports whether a carrier is held still.
+func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
+	for _, c := range s.carriers {
+		w := &c.watch
+		sw := c.switches.Load()
+		if sw != w.switches || c.compensated.Load() != 0 {
+			s.release(w, now)
+			*w = watch{switches: sw, start: now}
+			continue
+		}
+		if w.held != nil {
+			if s.isIdle(c) { // it ended, and nothing else ran since
+				s.release(w, now)
+				*w = watch{switches: sw, start: now}
+				continue
+			}
+			holding = true
+			continue
+		}
+		if w.same++; w.same < heldLooks || w.checked || s.isIdle(c) {
+			continue
+		}
+		w.checked = true
+		e := c.heldEvent(w.start)
+		if e == nil {
+			continue // not running a virtual thread
+		}
+		w.held = e
+		holding = true
+		s.heldMu.Lock()
+		if len(s.held) == maxHeldEvents {
+			copy(s.held, s.held[1:])
+			s.held = s.held[:len(s.held)-1]
+		}
+		s.held = append(s.held, e)
+		s.heldMu.Unlock()
+		s.blocked.Add(1)
+		s.startTemp()
+	}
+	return holding
+}
+
+// release ends w's hold, if any, at now: its compensation carrier may
+// retire.
+func (s *Scheduler) release(w *watch, now time.Time) {
+	e := w.held
+	if e == nil {
+		return
+	}
+	s.heldMu.Lock()
+	e.Duration = now.Sub(e.Start)
+	e.Released = true
+	s.heldMu.Unlock()
+	s.blocked.Add(-1)
+	s.wakeSurplusTemp()
+}
+
+// releaseAll ends every hold, as the monitor exits.
+func (s *Scheduler) releaseAll() {
+	now := time.Now()
+	for _, c := range s.carriers {
+		s.release(&c.watch, now)
+		c.watch.held = nil
+	}
+}
+
+// isIdle reports whether c is on the idle list.
+func (s *Scheduler) isIdle(c *carrier) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.idle {
+		if o == c {
+			return true
+		}
+	}
+	return false
+}
+
+// anyBusy reports whether a carrier (not a compensation one) is off the
+// idle list: running, or about to look for work.
+func (s *Scheduler) anyBusy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, o := range s.idle {
+		if !o.temp {
+			n++
+		}
+	}
+	return n < len(s.carriers)
+}
+
+// heldEvent returns the event for c, held since about start, with the
+// stack of the goroutine running its virtual thread, or nil if c is not
+// running one. It stops the world to take every goroutine's stack, as
+// runtime.Stack does: once per hold, never on a carrier's path.
+func (c *carrier) heldEvent(start time.Time) *HeldEvent {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	stack, ok := heldStack(string(buf), c.gid.Load())
+	if !ok {
+		return nil
+	}
+	e := &HeldEvent{Reason: HeldCarrier, Start: start}
+	if stack != "" {
+		e.Stack = stack
+		e.Wait = goroutineWait(stack)
+		e.Computing = e.Wait == "running" || e.Wait == "runnable"
+		e.Function = siteFunction(stack)
+	}
+	return e
+}
+
+// The frames that mark a carrier running a virtual thread, and a
+// goroutine with a virtual thread's frames on it.
+const (
+	runFrame  = "github.com/weftrt/weft/scheduler.(*carrier).run("
+	bodyFrame = "github.com/weftrt/weft/scheduler.vthreadBody("
+)
+
+// heldStack finds, in dump (runtime.Stack of every goroutine), the
+// traceback of the goroutine running the virtual thread of the carrier
+// whose goroutine is gid. ok is false if that carrier runs none. On the
+// stack-copying backend the thread's frames are on the carrier's
+// goroutine; on the portable backend on a body goroutine that is not
+// switched out (not "coroutine"), which the carrier's goroutine created
+// if the thread never moved: the one such, or the one it created; else
+// stack is "".
+func heldStack(dump string, gid uint64) (stack string, ok bool) {
+	blocks := strings.Split(dump, "\n\n")
+	head := "goroutine " + strconv.FormatUint(gid, 10) + " ["
+	var carrier string
+	for _, b := range blocks {
+		if strings.HasPrefix(b, head) {
+			carrier = b
+			break
+		}
+	}
+	if !strings.Contains(carrier, runFrame) {
+		return "", false
+	}
+	if strings.Contains(carrier, bodyFrame) {
+		return carrier, true
+	}
+	var bodies []string
+	for _, b := range blocks {
+		if strings.Contains(b, bodyFrame) && goroutineWait(b) != "coroutine" {
+			bodies = append(bodies, b)
+		}
+	}
+	if len(bodies) == 1 {
+		return bodies[0], true
+	}
+	created := " in goroutine " + strconv.FormatUint(gid, 10) + "\n"
+	for _, b := range bodies {
+		if strings.Contains(b+"\n", created) {
+			return b, true
+		}
+	}
+	return "", true
+}
+
+// goroutineWait returns the state in the header of a goroutine's
+// traceback ("goroutine 7 [chan receive, 2 minutes]:"): "chan receive".
+func goroutineWait(stack string) string {
+	i := strings.IndexByte(stack, '[')
+	j := strings.IndexAny(stack, ",]")
+	if i < 0 || j < i {
+		return ""
+	}
+	return stack[i+1 : j]
+}
+
+// siteFunction returns the innermost function of a goroutine's traceback
+// outside the Go standard library and weft's engine (the root package,
+// arch and internal), or "" if there is none.
+func siteFunction(stack string) string {
+	for _, line := range strings.Split(stack, "\n")[1:] {
+		if line == "" || line[0] == '\t' || strings.HasPrefix(line, "created by ") {
+			continue
+		}
+		name := line
+		if i := strings.LastIndexByte(name, '('); i > 0 {
+			name = name[:i]
+		}
+		if !isEngineOrStd(name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// isEngineOrStd reports whether the function name is in the Go standard
+// library or in weft's engine.
+func isEngineOrStd(name string) bool {
+	for _, p := range []string{"github.com/weftrt/weft.", "github.com/weftrt/weft/arch.", "github.com/weftrt/weft/internal/"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	pkg := name
+	if i := strings.LastIndexByte(pkg, '/'); i >= 0 {
+		if j := strings.IndexByte(pkg[i:], '.'); j >= 0 {
+			pkg = pkg[:i+j]
+		}
+	} else if j := strings.IndexByte(pkg, '.'); j >= 0 {
+		pkg = pkg[:j]
+	}
+	first, _, _ := strings.Cut(pkg, "/")
+	return !strings.Contains(first, ".") && pkg != "main"
+}
+
+// goroutineID returns the calling goroutine's ID, from the header of its
+// traceback ("goroutine 7 [running]:").
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := string(buf[:runtime.Stack(buf[:], false)])
+	b = strings.TrimPrefix(b, "goroutine ")
+	if i := strings.IndexByte(b, ' '); i > 0 {
+		id, _ := strconv.ParseUint(b[:i], 10, 64)
+		return id
+	}
+	return 0
+}

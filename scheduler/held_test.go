@@ -1,0 +1,248 @@
+package scheduler
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// heldFor is how long each holder below holds its carrier at least.
+const heldFor = time.Second
+
+// The holders: each keeps its carrier, without parking, until released.
+func holdBySleep(release *atomic.Bool) {
+	for !release.Load() {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func holdByChannel(ch chan struct{}) { <-ch }
+
+func holdByMutex(mu *sync.Mutex) {
+	mu.Lock()
+	mu.Unlock()
+}
+
+func holdByPipe(r *os.File) {
+	var b [1]byte
+	r.Read(b[:])
+}
+
+func holdByComputing(release *atomic.Bool) (n int) {
+	for !release.Load() {
+		n += time.Now().Nanosecond() & 1 // a call: preemptible, and inside the standard library
+	}
+	return n
+}
+
+// A holder: hold keeps the calling virtual thread's carrier until
+// release is called; site is the function Held must report.
+type holder struct {
+	name      string
+	site      string
+	computing bool
+	hold      func()
+	release   func()
+}
+
+func holders(t *testing.T) []holder {
+	var sleepDone, spinDone atomic.Bool
+	ch := make(chan struct{})
+	var mu sync.Mutex
+	locked := make(chan struct{})
+	unlock := make(chan struct{})
+	go func() { // a goroutine holds mu until released
+		mu.Lock()
+		close(locked)
+		<-unlock
+		mu.Unlock()
+	}()
+	<-locked
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return []holder{
+		{"sleep", funcName(holdBySleep), false, func() { holdBySleep(&sleepDone) }, func() { sleepDone.Store(true) }},
+		{"channel", funcName(holdByChannel), false, func() { holdByChannel(ch) }, func() { close(ch) }},
+		{"mutex", funcName(holdByMutex), false, func() { holdByMutex(&mu) }, func() { close(unlock) }},
+		{"pipe", funcName(holdByPipe), false, func() { holdByPipe(r) }, func() { w.Write([]byte{1}) }},
+		{"computing", funcName(holdByComputing), true, func() { holdByComputing(&spinDone) }, func() { spinDone.Store(true) }},
+	}
+}
+
+// pingPong starts two virtual threads that pass a value back and forth
+// n times over Chans, from a virtual thread: they queue on its carrier.
+func pingPong(s *Scheduler, n int) (a, b *VThread, err error) {
+	ab, ba := NewChan[int](0), NewChan[int](0)
+	if a, err = s.Go(func(ctx context.Context) error {
+		for i := range n {
+			ab.Send(i)
+			ba.Recv()
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	b, err = s.Go(func(ctx context.Context) error {
+		for range n {
+			v, _ := ab.Recv()
+			ba.Send(v)
+		}
+		return nil
+	})
+	return a, b, err
+}
+
+// TestHeldCarrier: on one carrier, a virtual thread holds it for a second
+// or more without parking: asleep, on a Go channel, on a sync.Mutex a
+// goroutine holds, reading an os.Pipe, or computing. Two virtual threads
+// it queued on that carrier complete a 1,000-message ping-pong before it
+// lets go (the monitor finds the carrier held and starts a compensation
+// carrier, which steals them), and Held reports the hold with the
+// holder's function, whether it computed, and its end.
+func TestHeldCarrier(t *testing.T) {
+	for _, h := range holders(t) {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			s := boundedSched(t, Options{Carriers: 1})
+			var a, b *VThread
+			queued := make(chan struct{})
+			var pingDoneFirst atomic.Bool
+			holdStart := time.Now()
+			holderVT := goOrFatal(t, s, func(ctx context.Context) error {
+				var err error
+				if a, b, err = pingPong(s, 1000); err != nil {
+					return err
+				}
+				close(queued)
+				h.hold()
+				return nil
+			})
+			<-queued
+			giveUp := time.After(fairnessGiveUp)
+			for _, vt := range []*VThread{a, b} {
+				select {
+				case <-vt.Done():
+				case <-giveUp:
+				}
+			}
+			pingDoneFirst.Store(a.finished() && b.finished())
+			time.Sleep(time.Until(holdStart.Add(heldFor)))
+			h.release()
+			if err := joinWithin(t, holderVT); err != nil {
+				t.Fatal(err)
+			}
+			joinWithin(t, a)
+			joinWithin(t, b)
+			if !pingDoneFirst.Load() {
+				t.Fatalf("the ping-pong on the held carrier finished only after the holder let go (gave up after %v)", fairnessGiveUp)
+			}
+			waitUntil(t, "the hold's release to be recorded", func() bool {
+				e := s.Held()
+				return len(e) > 0 && e[len(e)-1].Released
+			})
+			events := s.Held()
+			if len(events) != 1 {
+				t.Fatalf("Held() = %d events, want 1: %+v", len(events), events)
+			}
+			e := events[0]
+			if e.Reason != HeldCarrier || e.Function != h.site || e.Computing != h.computing || e.Duration <= 0 {
+				t.Errorf("Held()[0] = {Reason %q, Function %q, Computing %v, Wait %q, Duration %v}, want {%q, %q, %v, a duration}\n%s",
+					e.Reason, e.Function, e.Computing, e.Wait, e.Duration, HeldCarrier, h.site, h.computing, e.Stack)
+			}
+			if !strings.Contains(e.Stack, h.site) {
+				t.Errorf("the event's stack does not name %s:\n%s", h.site, e.Stack)
+			}
+		})
+	}
+}
+
+// TestBlocking: a virtual thread that blocks inside Blocking lets the
+// other threads of its only carrier run at once, and is not recorded as
+// a held carrier (it compensated itself).
+func TestBlocking(t *testing.T) {
+	s := boundedSched(t, Options{Carriers: 1})
+	var a, b *VThread
+	release := make(chan struct{})
+	queued := make(chan struct{})
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		var err error
+		if a, b, err = pingPong(s, 1000); err != nil {
+			return err
+		}
+		close(queued)
+		Blocking(func() { <-release })
+		return nil
+	})
+	<-queued
+	joinWithin(t, a)
+	joinWithin(t, b)
+	close(release)
+	joinWithin(t, vt)
+	if e := s.Held(); len(e) != 0 {
+		t.Errorf("Held() = %+v, want none: Blocking compensates", e)
+	}
+	waitUntil(t, "the compensation carrier to retire", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.temp == 0
+	})
+}
+
+// TestBlockingOutside: Blocking from a plain goroutine, or in
+// deterministic mode, just runs its function.
+func TestBlockingOutside(t *testing.T) {
+	ran := false
+	Blocking(func() { ran = true })
+	if !ran {
+		t.Error("Blocking from a goroutine did not run its function")
+	}
+	s := boundedSched(t, Options{Deterministic: true})
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		Blocking(func() { ran = false })
+		return nil
+	})
+	joinWithin(t, vt)
+	if ran {
+		t.Error("Blocking in deterministic mode did not run its function")
+	}
+}
+
+// TestSiteFunction: the site of a traceback is its innermost function
+// outside the standard library and weft's engine.
+func TestSiteFunction(t *testing.T) {
+	stack := `goroutine 16 [sleep, locked to thread]:
+time.Sleep(0x11e1a300)
+	/usr/lib/go/src/runtime/time.go:363 +0x165
+main.work(...)
+	/src/main.go:10
+github.com/weftrt/weft/scheduler.vthreadBody()
+	/src/scheduler/vthread.go:1 +0x1
+github.com/weftrt/weft.(*Cont).Run(...)
+created by github.com/weftrt/weft/scheduler.New in goroutine 14`
+	if got := siteFunction(stack); got != "main.work" {
+		t.Errorf("siteFunction = %q, want main.work", got)
+	}
+	if got := goroutineWait(stack); got != "sleep" {
+		t.Errorf("goroutineWait = %q, want sleep", got)
+	}
+	for name, want := range map[string]bool{
+		"internal/poll.(*FD).Read":                  true,
+		"sync.(*Mutex).Lock":                        true,
+		"github.com/weftrt/weft.(*Cont).Run":        true,
+		"github.com/weftrt/weft/internal/rt.f":      true,
+		"github.com/weftrt/weft/scheduler.Blocking": false,
+		"example.com/x.f":                           false,
+		"main.main":                                 false,
+	} {
+		if got := isEngineOrStd(name); got != want {
+			t.Errorf("isEngineOrStd(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
