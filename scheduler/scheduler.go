@@ -60,7 +60,8 @@ type Options struct {
 	// carrier exits.
 	CPUs []int
 	// MaxCompensation bounds the extra carriers started while virtual
-	// threads are blocked pinned, one for each such thread; 0 means
+	// threads are blocked pinned, hold their carriers without parking
+	// (Held) or call Blocking, one for each such thread; 0 means
 	// Carriers, negative means none.
 	MaxCompensation int
 	// LockOSThread locks each carrier to its OS thread. The default, nil,
