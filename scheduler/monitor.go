@@ -18,11 +18,11 @@ const monitorIdleTicks = 10
 // monitor pays the wake-ups that carriers owe (carrier.pushOwn) and have
 // not paid themselves within a tick, by waking an idle carrier for each,
 // and looks for held carriers every lookEvery (held.go). It ticks while
-// wake-ups are owed. After monitorIdleTicks ticks with none it waits for
-// its next look if a carrier is off the idle list, else parks; a carrier
-// that begins to owe a wake-up kicks it, and so does one that leaves the
-// idle list while it is parked. It exits once the scheduler has shut
-// down and nothing is live.
+// wake-ups are owed. After monitorIdleTicks ticks with none it waits,
+// looking for held carriers meanwhile while a carrier is off the idle
+// list; a carrier that begins to owe a wake-up kicks it, and so does one
+// that leaves the idle list while none was. It exits once the scheduler
+// has shut down and nothing is live.
 func (s *Scheduler) monitor() {
 	defer s.wg.Done()
 	defer s.releaseAll()
@@ -50,6 +50,21 @@ func (s *Scheduler) monitor() {
 			continue
 		}
 		quiet = 0
+		if !s.wait(timer, &nextLook) {
+			return
+		}
+	}
+}
+
+// wait waits, with nothing owed, until a carrier kicks the monitor, making
+// each look for held carriers as it falls due (nextLook) meanwhile while a
+// carrier runs. It reports false if the scheduler is done.
+func (s *Scheduler) wait(timer *time.Timer, nextLook *time.Time) bool {
+	defer func() {
+		s.monitorIdle.Store(false)
+		s.monitorParked.Store(false)
+	}()
+	for {
 		// Wait, unless a carrier began to owe meanwhile: it stores owed
 		// before it loads monitorParked, and this stores monitorParked
 		// before it loads owed, so one of the two sees the other. So for
@@ -60,22 +75,26 @@ func (s *Scheduler) monitor() {
 		var look <-chan time.Time
 		if s.anyBusy() {
 			s.monitorIdle.Store(false)
-			timer.Reset(time.Until(nextLook))
+			timer.Reset(time.Until(*nextLook))
 			look = timer.C
 		} else {
 			s.releaseAll() // every carrier is idle: none is held
 		}
-		if !s.anyOwed() {
-			select {
-			case <-s.monitorKick:
-			case <-look:
-			case <-s.allDone:
-				return
-			}
+		if s.anyOwed() {
+			timer.Stop()
+			return true
 		}
-		timer.Stop()
-		s.monitorIdle.Store(false)
-		s.monitorParked.Store(false)
+		select {
+		case <-s.monitorKick:
+			timer.Stop()
+			return true
+		case now := <-look:
+			s.lookHeld(now)
+			*nextLook = now.Add(lookEvery)
+		case <-s.allDone:
+			timer.Stop()
+			return false
+		}
 	}
 }
 
