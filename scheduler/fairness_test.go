@@ -364,3 +364,78 @@ func TestFairPipelines(t *testing.T) {
 		}
 	}
 }
+
+// TestFairBound checks the bound fairness.go states: on one carrier, with
+// no thread ending, a thread with k threads older than it in the queue
+// runs within 2(k+1)·fairPicks picks, whatever a hand-off pair above them
+// does. Each queued thread records how many round trips (two picks each)
+// the pair had made when it first ran; the threads do not end, so that
+// the fair pick never passes over its own oldest. The starter ends once,
+// which may cost one fair turn more.
+func TestFairBound(t *testing.T) {
+	const k = 10
+	s := boundedSched(t, Options{Carriers: 1})
+	var rounds atomic.Int64
+	var stop atomic.Bool
+	ran := make([]atomic.Int64, k)
+	var queued []*VThread
+	var a, b *VThread
+	starter := goOrFatal(t, s, func(ctx context.Context) error {
+		for i := range k {
+			vt, err := s.Go(func(ctx context.Context) error {
+				ran[i].Store(rounds.Load() + 1) // +1: 0 means not yet run
+				for !stop.Load() {
+					Park()
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			queued = append(queued, vt)
+		}
+		ab, ba := NewChan[int](0), NewChan[int](0)
+		var err error
+		if a, err = s.Go(func(ctx context.Context) error {
+			for !stop.Load() {
+				ab.Send(1)
+				ba.Recv()
+				rounds.Add(1)
+			}
+			ab.Close()
+			return nil
+		}); err != nil {
+			return err
+		}
+		b, err = s.Go(func(ctx context.Context) error {
+			for {
+				if _, ok := ab.Recv(); !ok {
+					return nil
+				}
+				ba.Send(1)
+			}
+		})
+		return err
+	})
+	if err := joinWithin(t, starter); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "every queued thread to run", func() bool {
+		return ran[k-1].Load() != 0 || rounds.Load() > 100*k*fairPicks
+	})
+	stop.Store(true)
+	joinWithin(t, a)
+	joinWithin(t, b)
+	for _, vt := range queued {
+		vt.Unpark()
+		joinWithin(t, vt)
+	}
+	for i := range ran {
+		picks := 2 * (ran[i].Load() - 1)
+		// i threads are older than queued[i]; one more turn for the
+		// starter's end.
+		if bound := int64(2*(i+1)*fairPicks + 2*fairPicks); ran[i].Load() == 0 || picks > bound {
+			t.Errorf("queued thread %d (%d older) ran after about %d picks of the pair, want at most %d", i, i, picks, bound)
+		}
+	}
+}
