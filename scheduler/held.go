@@ -29,6 +29,12 @@ const heldLooks = 4
 // maxHeldEvents is how many HeldEvents a scheduler keeps: the latest.
 const maxHeldEvents = 64
 
+// maxHeldDump bounds the traceback of every goroutine that heldEvent
+// takes. A carrier not found in a dump cut there counts as held, with no
+// site: it ran one thread past the threshold, or its goroutine did not
+// run at all.
+const maxHeldDump = 64 << 20
+
 // HeldCarrier is the Reason of every HeldEvent.
 const HeldCarrier = "held carrier"
 
@@ -138,10 +144,13 @@ func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
 			holding = true
 			continue
 		}
-		if w.same++; w.same < heldLooks || w.checked || s.isIdle(c) {
+		if w.same++; w.same < heldLooks || w.checked {
 			continue
 		}
-		w.checked = true
+		w.checked = true // until the count moves
+		if s.isIdle(c) {
+			continue
+		}
 		e := c.heldEvent(w.start)
 		if e == nil {
 			continue // not running a virtual thread
@@ -219,14 +228,14 @@ func (c *carrier) heldEvent(start time.Time) *HeldEvent {
 	buf := make([]byte, 64<<10)
 	for {
 		n := runtime.Stack(buf, true)
-		if n < len(buf) {
+		if n < len(buf) || len(buf) >= maxHeldDump {
 			buf = buf[:n]
 			break
 		}
 		buf = make([]byte, 2*len(buf))
 	}
 	stack, ok := heldStack(string(buf), c.gid.Load())
-	if !ok {
+	if !ok && len(buf) < maxHeldDump {
 		return nil
 	}
 	e := &HeldEvent{Reason: HeldCarrier, Start: start}

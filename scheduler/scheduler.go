@@ -85,9 +85,12 @@ type Options struct {
 	// blocks the only carrier until it is unparked from outside, which in
 	// a simulation is never, so a deterministic program must not block
 	// inside pinning.Do, a cgo callback or a reflect call, or with its
-	// thread locked. Deterministic overrides Carriers and MaxCompensation
-	// (one carrier, none extra), so that one Options can be run either
-	// way by setting Deterministic alone.
+	// thread locked. No held carrier is noticed either (Held; no monitor
+	// runs): a virtual thread that blocks in time.Sleep, a Go channel or
+	// a system call blocks the simulation, and Blocking just calls its
+	// function. Deterministic overrides Carriers and MaxCompensation (one
+	// carrier, none extra), so that one Options can be run either way by
+	// setting Deterministic alone.
 	Deterministic bool
 	// Seed seeds the deterministic mode's choice of the next virtual
 	// thread; it is unused unless Deterministic is set.
