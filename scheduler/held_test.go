@@ -162,7 +162,43 @@ func TestHeldCarrier(t *testing.T) {
 			if !strings.Contains(e.Stack, h.site) {
 				t.Errorf("the event's stack does not name %s:\n%s", h.site, e.Stack)
 			}
+			waitUntil(t, "the compensation carrier to retire", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.temp == 0
+			})
 		})
+	}
+}
+
+// TestHeldCarrierBound: with MaxCompensation negative, a held carrier is
+// recorded but gets no compensation carrier, and what is queued on it
+// waits for the holder to let go.
+func TestHeldCarrierBound(t *testing.T) {
+	s := boundedSched(t, Options{Carriers: 1, MaxCompensation: -1})
+	release := make(chan struct{})
+	var a, b *VThread
+	holderVT := goOrFatal(t, s, func(ctx context.Context) error {
+		var err error
+		if a, b, err = pingPong(s, 10); err != nil {
+			return err
+		}
+		holdByChannel(release)
+		return nil
+	})
+	waitUntil(t, "the hold to be recorded", func() bool { return len(s.Held()) == 1 })
+	s.mu.Lock()
+	temp := s.temp
+	s.mu.Unlock()
+	if temp != 0 || a.finished() || b.finished() {
+		t.Errorf("with MaxCompensation -1: %d compensation carriers, ping-pong finished %v, %v; want none, and not", temp, a.finished(), b.finished())
+	}
+	close(release)
+	joinWithin(t, holderVT)
+	joinWithin(t, a)
+	joinWithin(t, b)
+	if e := s.Held(); len(e) != 1 || e[0].Function != funcName(holdByChannel) {
+		t.Errorf("Held() = %+v, want one event at %s", e, funcName(holdByChannel))
 	}
 }
 
