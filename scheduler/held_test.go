@@ -176,16 +176,18 @@ func TestHeldCarrier(t *testing.T) {
 // waits for the holder to let go.
 func TestHeldCarrierBound(t *testing.T) {
 	s := boundedSched(t, Options{Carriers: 1, MaxCompensation: -1})
-	release := make(chan struct{})
+	release, queued := make(chan struct{}), make(chan struct{})
 	var a, b *VThread
 	holderVT := goOrFatal(t, s, func(ctx context.Context) error {
 		var err error
 		if a, b, err = pingPong(s, 10); err != nil {
 			return err
 		}
+		close(queued)
 		holdByChannel(release)
 		return nil
 	})
+	<-queued
 	waitUntil(t, "the hold to be recorded", func() bool { return len(s.Held()) == 1 })
 	s.mu.Lock()
 	temp := s.temp
