@@ -78,8 +78,9 @@ type carrier struct {
 	// park): the monitor does not count it held.
 	compensated atomic.Int32
 	// gid is the ID of the carrier's goroutine, which held.go finds in
-	// a traceback.
+	// a traceback; tid, its OS thread's if it is locked to it, else 0.
 	gid atomic.Uint64
+	tid atomic.Int32
 	// watch is the monitor's view of the carrier; only the monitor
 	// touches it.
 	watch watch
@@ -112,12 +113,15 @@ type carrier struct {
 	// fairness rule; only the carrier's goroutine touches it.
 	picks uint32
 	// fairOwn says that the last fair pick tried c's own queue first;
-	// fairEnded is c's count of ended threads at the last fair pick, and
+	// fairEnded is ends at the last fair pick, and
 	// fairPassed how many own turns in a row passed over the oldest
 	// (fairPick). Only the carrier's goroutine touches them.
 	fairOwn    bool
 	fairPassed uint32
-	fairEnded  int64
+	fairEnded  uint32
+	// ends counts the virtual threads that ended in run on c, for the
+	// fair pick; only the carrier's goroutine touches it.
+	ends uint32
 
 	// count is this carrier's shard of the live count (Scheduler.shard
 	// says which threads it counts); idNext and idEnd, its batch of IDs
@@ -170,6 +174,7 @@ func (c *carrier) loop() {
 	}()
 	if s.lock {
 		runtime.LockOSThread()
+		c.tid.Store(int32(threadID()))
 		var restore func() bool
 		if c.cpu >= 0 { // New allows CPUs only with locked carriers
 			restore = setAffinity(c.cpu)
@@ -209,7 +214,7 @@ func (c *carrier) loop() {
 		}
 		if vt == nil {
 			if c.temp && s.retireTemp() {
-				normal = true
+				normal = true // its queue is empty: next found nothing
 				return
 			}
 			if s.drained() {
@@ -234,8 +239,8 @@ func (c *carrier) loop() {
 				// The block it stood in for has ended: a busy
 				// compensation carrier leaves too, or carriers beyond
 				// Options.Carriers would run for as long as work keeps
-				// coming. What it queued is in the global queue, and
-				// woke a carrier.
+				// coming. What it queued goes to the global queue.
+				c.spill()
 				normal = true
 				return
 			}
@@ -273,6 +278,7 @@ func (c *carrier) run(vt *VThread) {
 	c.cur = prev
 	vt.carrier = nil
 	if vt.cont.IsDone() {
+		c.ends++
 		s.finish(vt, c)
 		return
 	}

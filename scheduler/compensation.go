@@ -3,7 +3,7 @@ package scheduler
 // startTemp starts a compensation carrier.
 func (s *Scheduler) startTemp() {
 	s.mu.Lock()
-	if s.temp >= s.opts.MaxCompensation || s.temp >= int(s.blocked.Load()) {
+	if s.temp >= s.opts.MaxCompensation || s.temp >= s.stoodFor() {
 		// Options.MaxCompensation run already, or one for every carrier
 		// blocked pinned (a surplus one retires only when it next looks
 		// for work, after the thread it runs parks or ends).
@@ -22,7 +22,7 @@ func (s *Scheduler) startTemp() {
 func (s *Scheduler) surplusTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return int(s.blocked.Load()) < s.temp
+	return s.stoodFor() < s.temp
 }
 
 // wakeSurplusTemp wakes an idle compensation carrier if more run than
@@ -31,7 +31,7 @@ func (s *Scheduler) surplusTemp() bool {
 func (s *Scheduler) wakeSurplusTemp() {
 	s.mu.Lock() // a pinned park's slow path
 	var w *carrier
-	if s.temp > int(s.blocked.Load()) {
+	if s.temp > s.stoodFor() {
 		for i := len(s.idle) - 1; i >= 0; i-- {
 			if c := s.idle[i]; c.temp {
 				w = c
@@ -55,9 +55,15 @@ func (s *Scheduler) wakeSurplusTemp() {
 func (s *Scheduler) retireTemp() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if int(s.blocked.Load()) < s.temp {
+	if s.stoodFor() < s.temp {
 		s.temp--
 		return true
 	}
 	return false
+}
+
+// stoodFor is how many carriers compensation carriers stand in for: those
+// blocked pinned or in Blocking, and those the monitor found held.
+func (s *Scheduler) stoodFor() int {
+	return int(s.blocked.Load()) + int(s.holds.Load())
 }

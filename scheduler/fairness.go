@@ -51,7 +51,7 @@ func (c *carrier) fairPick() *VThread {
 		}
 	}
 	// The own queue's turn, or the global queue was empty.
-	ended := c.count.ended.Load()
+	ended := c.ends
 	if ended != c.fairEnded && c.fairPassed < fairPass {
 		c.fairEnded = ended
 		c.fairPassed++

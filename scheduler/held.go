@@ -75,8 +75,8 @@ func (s *Scheduler) Held() []HeldEvent {
 	s.check("Held")
 	now := time.Now()
 	s.heldMu.Lock()
-	out := make([]HeldEvent, len(s.held))
-	for i, e := range s.held {
+	out := make([]HeldEvent, len(s.heldLog))
+	for i, e := range s.heldLog {
 		out[i] = *e
 		if !e.Released {
 			out[i].Duration = now.Sub(e.Start)
@@ -103,6 +103,9 @@ func Blocking(f func()) {
 	}
 	s, c := vt.s, vt.carrier
 	c.payOwed() // what vt queued here must not wait for the monitor
+	if c.temp {
+		c.spill() // nobody steals from a compensation carrier
+	}
 	c.compensated.Add(1)
 	s.blocked.Add(1)
 	s.startTemp()
@@ -122,6 +125,13 @@ type watch struct {
 	start    time.Time  // the first of those looks
 	checked  bool       // the count was found not held (idle, or compensated)
 	held     *HeldEvent // the event while the carrier is held
+	// The carrier's OS thread (locked carriers only) and its times run
+	// and waiting for a CPU (threadSched) at schedAt, the first look
+	// without a switch, if sched.
+	tid       int
+	run, wait int64
+	sched     bool
+	schedAt   time.Time
 }
 
 // lookHeld is the monitor's look at the carriers for held ones; now is
@@ -144,8 +154,24 @@ func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
 			holding = true
 			continue
 		}
-		if w.same++; w.same < heldLooks || w.checked {
+		if w.same++; w.same == 1 {
+			w.tid = int(c.tid.Load())
+			w.run, w.wait, w.sched = threadSched(w.tid)
+			w.schedAt = now
+		}
+		if w.same < heldLooks || w.checked {
 			continue
+		}
+		if w.sched && w.tid == int(c.tid.Load()) {
+			run, wait, ok := threadSched(w.tid)
+			if wall := int64(now.Sub(w.schedAt)); ok && 2*(wait-w.wait) > wall && 4*(run-w.run) < wall {
+				// The carrier's thread waited for a CPU most of the
+				// time and hardly ran: the OS held it, not its virtual
+				// thread, which neither blocked nor computed. Look
+				// again over the next intervals.
+				w.same = 0
+				continue
+			}
 		}
 		w.checked = true // until the count moves
 		if s.isIdle(c) {
@@ -158,13 +184,13 @@ func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
 		w.held = e
 		holding = true
 		s.heldMu.Lock()
-		if len(s.held) == maxHeldEvents {
-			copy(s.held, s.held[1:])
-			s.held = s.held[:len(s.held)-1]
+		if len(s.heldLog) == maxHeldEvents {
+			copy(s.heldLog, s.heldLog[1:])
+			s.heldLog = s.heldLog[:len(s.heldLog)-1]
 		}
-		s.held = append(s.held, e)
+		s.heldLog = append(s.heldLog, e)
 		s.heldMu.Unlock()
-		s.blocked.Add(1)
+		s.holds.Add(1)
 		s.startTemp()
 	}
 	return holding
@@ -181,7 +207,7 @@ func (s *Scheduler) release(w *watch, now time.Time) {
 	e.Duration = now.Sub(e.Start)
 	e.Released = true
 	s.heldMu.Unlock()
-	s.blocked.Add(-1)
+	s.holds.Add(-1)
 	s.wakeSurplusTemp()
 }
 
@@ -257,7 +283,8 @@ const (
 
 // heldStack finds, in dump (runtime.Stack of every goroutine), the
 // traceback of the goroutine running the virtual thread of the carrier
-// whose goroutine is gid. ok is false if that carrier runs none. On the
+// whose goroutine is gid. ok is false if that carrier is not inside one
+// (not in run, or in run outside the thread's frames). On the
 // stack-copying backend the thread's frames are on the carrier's
 // goroutine; on the portable backend on a body goroutine that is not
 // switched out (not "coroutine"), which the carrier's goroutine created
@@ -278,6 +305,12 @@ func heldStack(dump string, gid uint64) (stack string, ok bool) {
 	}
 	if strings.Contains(carrier, bodyFrame) {
 		return carrier, true
+	}
+	if goroutineWait(carrier) != "coroutine" {
+		// In run, outside the thread's frames (stack-copying), or not
+		// switched into its body goroutine (portable): the carrier's
+		// own code ran late, not a thread.
+		return "", false
 	}
 	var bodies []string
 	for _, b := range blocks {

@@ -27,6 +27,9 @@ func parkPinned(perr *pinning.Error) {
 		return
 	}
 	start, stack := s.pinBegin(vt) // profiling.go
+	if c.temp {
+		c.spill() // nobody steals from a compensation carrier
+	}
 	s.blocked.Add(1)
 	c.compensated.Add(1)
 	s.startTemp() // if fewer run than are blocked, up to MaxCompensation

@@ -47,7 +47,9 @@ func (c *carrier) pushOwn(vt *VThread) {
 	s := c.s
 	if !c.runnextOK {
 		c.push(vt)
-		s.wakeOne()
+		if !c.temp { // nobody else takes a compensation carrier's
+			s.wakeOne()
+		}
 		return
 	}
 	if c.queued.Load() != queuedNone {
@@ -106,8 +108,8 @@ func (c *carrier) payOwed() {
 
 // push queues vt on c, behind what is queued there, waking nobody; called
 // on c's goroutine, as pushOwn (its one caller outside tests, and only in
-// deterministic mode or on a compensation carrier, which return before
-// the lock): moveRunnext moves runnext with a plain store of queued, which
+// deterministic mode, which returns before the lock, or on a compensation
+// carrier): moveRunnext moves runnext with a plain store of queued, which
 // only c's goroutine may do while pop and unqueue take it without the
 // lock.
 func (c *carrier) push(vt *VThread) {
@@ -115,15 +117,10 @@ func (c *carrier) push(vt *VThread) {
 		d.push(vt)
 		return
 	}
-	if c.temp {
-		// Nobody steals from a compensation carrier, and it may block
-		// pinned at any time: what it makes runnable goes where every
-		// carrier looks.
-		c.s.mu.Lock()
-		c.s.appendGlobal(vt)
-		c.s.mu.Unlock()
-		return
-	}
+	// A compensation carrier queues on its own queue too, newest first,
+	// so that a spawn tree it runs stays depth first; nobody steals from
+	// it, and it spills its queue to the global queue before it blocks
+	// pinned or retires (spill).
 	c.mu.Lock()
 	if r := c.queued.Load(); r != queuedInQueue && r != queuedNone {
 		c.moveRunnext()
@@ -131,6 +128,31 @@ func (c *carrier) push(vt *VThread) {
 	c.queue = append(c.queue, vt)
 	c.queued.Store(queuedInQueue)
 	c.mu.Unlock()
+}
+
+// spill moves what is queued on c, a compensation carrier, to the global
+// queue, oldest first, and wakes a carrier for each; called on c's
+// goroutine before it blocks pinned or retires, as nobody steals from it.
+// It moves under both locks (c.mu, then s.mu), as nothing takes them the
+// other way round.
+func (c *carrier) spill() {
+	s := c.s
+	c.mu.Lock()
+	n := len(c.queue) - c.head
+	if n > 0 {
+		s.mu.Lock()
+		for i := c.head; i < len(c.queue); i++ {
+			s.appendGlobal(c.queue[i])
+			c.queue[i] = nil
+		}
+		s.mu.Unlock()
+		c.queue, c.head = c.queue[:0], 0
+		c.queued.Store(queuedNone)
+	}
+	c.mu.Unlock()
+	for range n {
+		s.wakeOne()
+	}
 }
 
 // moveRunnext moves the thread in runnext to the end of queue, which is

@@ -179,8 +179,9 @@ type Scheduler struct {
 	monitorIdle   atomic.Bool   // the monitor waits for monitorKick only: no carrier runs
 	monitorKick   chan struct{} // buffered 1
 
-	heldMu sync.Mutex
-	held   []*HeldEvent // the latest maxHeldEvents, oldest first
+	heldMu  sync.Mutex
+	heldLog []*HeldEvent // the latest maxHeldEvents, oldest first
+	holds   atomic.Int32 // carriers held now, which compensation carriers stand in for as for blocked
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64
