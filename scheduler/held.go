@@ -135,8 +135,8 @@ type watch struct {
 }
 
 // lookHeld is the monitor's look at the carriers for held ones; now is
-// the time of the look. It reports whether a carrier is held still.
-func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
+// the time of the look.
+func (s *Scheduler) lookHeld(now time.Time) {
 	for _, c := range s.carriers {
 		w := &c.watch
 		sw := c.switches.Load()
@@ -149,15 +149,14 @@ func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
 			if s.isIdle(c) { // it ended, and nothing else ran since
 				s.release(w, now)
 				*w = watch{switches: sw, start: now}
-				continue
 			}
-			holding = true
 			continue
 		}
 		if w.same++; w.same == 1 {
-			w.tid = int(c.tid.Load())
-			w.run, w.wait, w.sched = threadSched(w.tid)
-			w.schedAt = now
+			if w.tid = int(c.tid.Load()); w.tid != 0 {
+				w.run, w.wait, w.sched = threadSched(w.tid)
+				w.schedAt = now
+			}
 		}
 		if w.same < heldLooks || w.checked {
 			continue
@@ -182,7 +181,6 @@ func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
 			continue // not running a virtual thread
 		}
 		w.held = e
-		holding = true
 		s.heldMu.Lock()
 		if len(s.heldLog) == maxHeldEvents {
 			copy(s.heldLog, s.heldLog[1:])
@@ -193,7 +191,6 @@ func (s *Scheduler) lookHeld(now time.Time) (holding bool) {
 		s.holds.Add(1)
 		s.startTemp()
 	}
-	return holding
 }
 
 // release ends w's hold, if any, at now: its compensation carrier may
