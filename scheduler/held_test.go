@@ -287,3 +287,51 @@ created by github.com/weftrt/weft/scheduler.New in goroutine 14`
 		}
 	}
 }
+
+// TestHeldStack: heldStack finds the held thread's traceback on either
+// backend's layout, and no hold where the carrier is outside a thread.
+func TestHeldStack(t *testing.T) {
+	const (
+		other = "goroutine 1 [chan receive]:\nmain.main()\n\t/src/main.go:5 +0x1"
+		// Stack-copying: the thread's frames on the carrier's goroutine.
+		stackCopying = "goroutine 7 [sleep, locked to thread]:\ntime.Sleep(0x1)\nmain.hold(...)\n" +
+			"github.com/weftrt/weft/scheduler.vthreadBody()\ngithub.com/weftrt/weft.(*Cont).Run(...)\n" +
+			"github.com/weftrt/weft/scheduler.(*carrier).run(0x1, 0x2)\ngithub.com/weftrt/weft/scheduler.(*carrier).loop(0x1)"
+		// Outside the thread's frames, in run.
+		inRun = "goroutine 7 [runnable, locked to thread]:\nruntime.profLabel()\n" +
+			"github.com/weftrt/weft/scheduler.(*carrier).run(0x1, 0x2)\ngithub.com/weftrt/weft/scheduler.(*carrier).loop(0x1)"
+		idle = "goroutine 7 [chan receive]:\ngithub.com/weftrt/weft/scheduler.(*carrier).sleep(0x1)\n" +
+			"github.com/weftrt/weft/scheduler.(*carrier).loop(0x1)"
+		// Portable: the carrier switched into a body goroutine.
+		portableCarrier = "goroutine 7 [coroutine]:\niter.Pull[...].func2()\ngithub.com/weftrt/weft.(*Cont).Run(...)\n" +
+			"github.com/weftrt/weft/scheduler.(*carrier).run(0x1, 0x2)\ngithub.com/weftrt/weft/scheduler.(*carrier).loop(0x1)"
+		body = "goroutine 20 [IO wait]:\ninternal/poll.(*FD).Read(0x1)\nmain.read(...)\n" +
+			"github.com/weftrt/weft/scheduler.vthreadBody()\niter.Pull[...].func1()\ncreated by iter.Pull[...] in goroutine 7"
+		otherBody = "goroutine 21 [running]:\nmain.spin()\n" +
+			"github.com/weftrt/weft/scheduler.vthreadBody()\niter.Pull[...].func1()\ncreated by iter.Pull[...] in goroutine 8"
+		parkedBody = "goroutine 22 [coroutine]:\niter.Pull[...].func1()\n" +
+			"github.com/weftrt/weft/scheduler.vthreadBody()\ncreated by iter.Pull[...] in goroutine 7"
+	)
+	for _, tc := range []struct {
+		name      string
+		dump      string
+		wantStack string
+		wantOK    bool
+	}{
+		{"stack-copying", other + "\n\n" + stackCopying, stackCopying, true},
+		{"in run, outside the thread", other + "\n\n" + inRun, "", false},
+		{"idle", other + "\n\n" + idle, "", false},
+		{"portable, one body", portableCarrier + "\n\n" + parkedBody + "\n\n" + body, body, true},
+		{"portable, the body the carrier made", portableCarrier + "\n\n" + otherBody + "\n\n" + body, body, true},
+		{"portable, no body found", portableCarrier + "\n\n" + parkedBody, "", true},
+		{"no carrier", other, "", false},
+	} {
+		stack, ok := heldStack(tc.dump, 7)
+		if stack != tc.wantStack || ok != tc.wantOK {
+			t.Errorf("%s: heldStack = %q, %v; want %q, %v", tc.name, stack, ok, tc.wantStack, tc.wantOK)
+		}
+	}
+	if f := siteFunction(body); f != "main.read" {
+		t.Errorf("siteFunction(portable body) = %q, want main.read", f)
+	}
+}
