@@ -35,6 +35,19 @@ const maxHeldEvents = 64
 // run at all.
 const maxHeldDump = 64 << 20
 
+// dumpEvery is how often at most the monitor takes the traceback of every
+// goroutine that tells what a held carrier's thread does (heldEvent), and
+// maxDumpGoroutines how many goroutines at most it takes it with. The
+// traceback stops the world for a time that grows with the goroutines
+// (tens of microseconds each; on the portable backend every parked
+// virtual thread is one). A hold found sooner after the last, or with
+// more goroutines, is taken as one without a look at its stack: its
+// event has no site, and a carrier waiting for the collector counts.
+const (
+	dumpEvery         = time.Second
+	maxDumpGoroutines = 1000
+)
+
 // HeldCarrier is the Reason of every HeldEvent.
 const HeldCarrier = "held carrier"
 
@@ -176,9 +189,14 @@ func (s *Scheduler) lookHeld(now time.Time) {
 		if s.isIdle(c) {
 			continue
 		}
-		e := c.heldEvent(w.start)
-		if e == nil {
-			continue // not running a virtual thread
+		var e *HeldEvent
+		if now.Sub(s.lastDump) >= dumpEvery && runtime.NumGoroutine() <= maxDumpGoroutines {
+			s.lastDump = now
+			if e = c.heldEvent(w.start); e == nil {
+				continue // not running a virtual thread, or waiting for the runtime
+			}
+		} else {
+			e = &HeldEvent{Reason: HeldCarrier, Start: w.start}
 		}
 		w.held = e
 		s.heldMu.Lock()
@@ -265,10 +283,24 @@ func (c *carrier) heldEvent(start time.Time) *HeldEvent {
 	if stack != "" {
 		e.Stack = stack
 		e.Wait = goroutineWait(stack)
+		if runtimeWait(e.Wait) {
+			return nil
+		}
 		e.Computing = e.Wait == "running" || e.Wait == "runnable"
 		e.Function = siteFunction(stack)
 	}
 	return e
+}
+
+// runtimeWait reports whether a goroutine's state (goroutineWait) is a
+// wait for the runtime itself: for the collector (runtime.GC, an assist)
+// or on one of its semaphores (a stop of the world another goroutine
+// asked for). Every goroutine that allocates waits for those too; another
+// carrier would only add to the contention, so such a carrier is not
+// held.
+func runtimeWait(wait string) bool {
+	return wait == "semacquire" || strings.HasPrefix(wait, "GC ") ||
+		strings.HasPrefix(wait, "wait for GC") || wait == "garbage collection"
 }
 
 // The frames that mark a carrier running a virtual thread, and a

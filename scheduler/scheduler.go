@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -182,6 +183,10 @@ type Scheduler struct {
 	heldMu  sync.Mutex
 	heldLog []*HeldEvent // the latest maxHeldEvents, oldest first
 	holds   atomic.Int32 // carriers held now, which compensation carriers stand in for as for blocked
+	// lastDump is when the monitor last took every goroutine's
+	// traceback for a held carrier (held.go); only the monitor touches
+	// it.
+	lastDump time.Time
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64
