@@ -13,8 +13,8 @@ import (
 	"github.com/weftrt/weft/pinning"
 )
 
-// This file copies a region for a freeze on the stack-copying backend.
-// capture copies the frames between a yield point and a boundary frame into
+// This file is the general path of a capture (freeze_amd64.go): captureIn
+// copies the frames between a yield point and a boundary frame into
 // a stackChunk, keeping the capture invariants of docs/design.md, or
 // reports a pinning reason when the region cannot be moved. It leaves the
 // frames in place; its caller (freeze_amd64.go) then discards them by
@@ -106,58 +106,6 @@ type errPinned struct {
 
 func (e *errPinned) Error() string {
 	return fmt.Sprintf("pinned: %v at %s", e.reason, rt.FindFunc(e.pc-1).Name())
-}
-
-// capture freezes into c the frames from its caller's frame (which
-// continues right after this call) up to, not including, the innermost
-// frame of the function whose entry PC is boundary, or of arch.Thaw, the
-// return barrier under frames thawed from c. With skip, the region starts
-// at the caller's caller instead, which continues where the caller returns:
-// the caller is weft.Yield, whose frame holds nothing a resume needs (its
-// results are made by yieldReturn), so a suspended continuation does not
-// keep it and a round trip does not copy it. Frames above a barrier are
-// pushed as new records on top of those still frozen; frames above boundary
-// replace c's records. It returns an *errPinned if the region cannot be
-// frozen, and another error if the walk finds no boundary frame; c is
-// unchanged then. If n is not nil, a capture that succeeds counts what it
-// froze there: the counters of the continuation whose record holds c.
-//
-// The stack may move whenever capture calls anything, so it keeps
-// positions either as unsafe.Pointers in its own frame (which the runtime
-// relocates with the stack) or as offsets, and compares raw stack addresses
-// only with bounds computed in the same stretch of code without calls.
-//
-//go:noinline
-func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
-	// Start at capture's own frame and step to its caller (and with skip,
-	// to the caller's caller), the innermost frame of the region.
-	pc, sp := arch.CallerPCSP()
-	if t := c.tmpl; t != nil {
-		if c.fastCapture(t, pc, sp, skip) {
-			if n != nil { // the bytes are not worked out for nothing
-				n.froze(t.nf, t.frozenBytes(), true)
-			}
-			return nil
-		}
-		// Another chain than the last capture's may have a template too.
-		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
-			c.tmpl = o
-			n.froze(o.nf, o.frozenBytes(), true)
-			return nil
-		}
-	}
-	s := scratchPool.Get().(*captureScratch)
-	s.c = c
-	err := c.captureIn(s, boundary, pc, sp, skip)
-	if err == nil {
-		n.froze(len(s.frames), uintptr(len(s.words))*wordSize-uintptr(s.outerArgs), false)
-		c.tmpl = s.templateFor()
-		if c.tmpl != nil {
-			c.roomFor(c.tmpl)
-		}
-	}
-	putScratch(s)
-	return err
 }
 
 // thawPC is the entry PC of arch.Thaw, the return barrier.
@@ -652,28 +600,3 @@ func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
 
 // maxWords bounds the words snapshot copies: 8 GB of them.
 const maxWords = 1 << 30
-
-// snapshot copies n stack words from base to dst and returns base and
-// g's stack bounds as integers, all at one stack position (design.md
-// invariant 4):
-// it is a nosplit function of its own (not inlined, so that the property
-// holds whatever its caller looks like), so the stack cannot grow while it
-// runs, and no safe point inside it may shrink the stack (only an
-// asynchronous preemption can stop it, and the runtime never moves a stack
-// stopped asynchronously). The race detector and checkptr would insert
-// calls into the loop, so both are off here.
-//
-//go:noinline
-//go:nosplit
-//go:norace
-//go:nocheckptr
-func snapshot(dst unsafe.Pointer, n int, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
-	// copy compiles to a call of runtime.memmove, which is nosplit and
-	// has no safe point: a word-at-a-time loop took twice the
-	// instructions. The slices are of array pointers, which costs a
-	// bounds check each where unsafe.Slice checks its length for
-	// overflow and nil: n is at most a stack's words (the runtime's
-	// stacks stop at 1 GB on 64-bit systems, an eighth of maxWords).
-	copy((*[maxWords]uintptr)(dst)[:n:n], (*[maxWords]uintptr)(base)[:n:n])
-	return uintptr(base), g.StackLo, g.StackHi
-}

@@ -3,6 +3,7 @@ package weft
 import (
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"github.com/weftrt/weft/internal/gls"
 	"github.com/weftrt/weft/internal/rt"
@@ -39,9 +40,10 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	// results are made by the resume (stackState.prepareThaw: thawYield, or
 	// yieldReturn), in the caller's frame where this call returns. leave
 	// returns only if nothing was suspended.
-	l := gls.Current()
+	g := rt.CurG()
+	l := gls.CurrentG(unsafe.Pointer(g))
 	if cur := contOf(l); useStackCopy && l != nil && cur.scope == s && l.PinCount() == 0 &&
-		state(cur.state.Load()) != stCancelling && rt.CurLockCount() == cur.local.Locks {
+		state(cur.state.Load()) != stCancelling && g.LockCount() == cur.local.Locks {
 		// The usual yield on the stack-copying backend: to the innermost
 		// continuation, mounted, not abandoned, outside any critical
 		// section and with the thread's locking it was mounted with.

@@ -3,13 +3,18 @@
 package weft
 
 import (
+	"unsafe"
+
 	"github.com/weftrt/weft/arch"
+	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/pinning"
 )
 
-// This file is the stack-copying freeze driver: capture a continuation's
-// region (capture_amd64.go), then jump back to its arch.Enter, or report
-// why nothing was suspended. The resume "returns" from the capture again.
+// This file is the stack-copying freeze: capture a continuation's region,
+// then jump back to its arch.Enter, or report why nothing was suspended.
+// The resume "returns" from the capture again. capture's fast path
+// (fastCapture, with a template) and the copy (snapshot) are here; the
+// general walk is in capture_amd64.go, the templates in template_amd64.go.
 
 // stackYield suspends the running stackState: it captures the frames from its own
 // up to arch.Enter's and jumps back. When the continuation is thawed, the
@@ -121,4 +126,180 @@ func (s *stackState) takePinErr() *errPinned {
 // pinnedFrom converts a failed capture into the error Yield returns.
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error {
 	return t.pinnedYield(pe.reason, pe.pc)
+}
+
+// capture freezes into c the frames from its caller's frame (which
+// continues right after this call) up to, not including, the innermost
+// frame of the function whose entry PC is boundary, or of arch.Thaw, the
+// return barrier under frames thawed from c. With skip, the region starts
+// at the caller's caller instead, which continues where the caller returns:
+// the caller is weft.Yield, whose frame holds nothing a resume needs (its
+// results are made by yieldReturn), so a suspended continuation does not
+// keep it and a round trip does not copy it. Frames above a barrier are
+// pushed as new records on top of those still frozen; frames above boundary
+// replace c's records. It returns an *errPinned if the region cannot be
+// frozen, and another error if the walk finds no boundary frame; c is
+// unchanged then. If n is not nil, a capture that succeeds counts what it
+// froze there: the counters of the continuation whose record holds c.
+//
+// The stack may move whenever capture calls anything, so it keeps
+// positions either as unsafe.Pointers in its own frame (which the runtime
+// relocates with the stack) or as offsets, and compares raw stack addresses
+// only with bounds computed in the same stretch of code without calls.
+//
+//go:noinline
+func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
+	// Start at capture's own frame and step to its caller (and with skip,
+	// to the caller's caller), the innermost frame of the region.
+	pc, sp := arch.CallerPCSP()
+	if t := c.tmpl; t != nil {
+		if c.fastCapture(t, pc, sp, skip) {
+			if n != nil { // the bytes are not worked out for nothing
+				n.froze(t.nf, t.frozenBytes(), true)
+			}
+			return nil
+		}
+		// Another chain than the last capture's may have a template too.
+		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
+			c.tmpl = o
+			n.froze(o.nf, o.frozenBytes(), true)
+			return nil
+		}
+	}
+	s := scratchPool.Get().(*captureScratch)
+	s.c = c
+	err := c.captureIn(s, boundary, pc, sp, skip)
+	if err == nil {
+		n.froze(len(s.frames), uintptr(len(s.words))*wordSize-uintptr(s.outerArgs), false)
+		c.tmpl = s.templateFor()
+		if c.tmpl != nil {
+			c.roomFor(c.tmpl)
+		}
+	}
+	putScratch(s)
+	return err
+}
+
+// fastCapture captures the region above the return barrier with the
+// template t, given capture's own PC and SP and whether it leaves out its
+// caller's frame. It reports false, having committed nothing, if the region
+// does not match t or holds something t does not cover; the general path
+// then captures it.
+//
+// It keeps design.md invariants 1 to 4 as captureIn does. t's chain of
+// PCs fixes the frames (1); a live word pointing into the stack, or a
+// defer record, sends the region to the general path (2, 3). No call
+// that could move the stack lies between the walk and the copy (4):
+// snapshot is nosplit, and pointers are re-read from the live stack
+// through base. It addresses the chunk's arrays by pointer arithmetic,
+// within the bounds its room check has established: every index comes
+// from t, made for a record of t's size.
+func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer, skip bool) bool {
+	if pc != t.selfPC || skip != (t.skipPC != 0) {
+		return false
+	}
+	pc = *(*uintptr)(unsafe.Add(sp, t.selfSize-8))
+	sp = unsafe.Add(sp, t.selfSize)
+	if skip {
+		if pc != t.skipPC {
+			return false
+		}
+		pc = *(*uintptr)(unsafe.Add(sp, t.skipSize-8))
+		sp = unsafe.Add(sp, t.skipSize)
+	}
+	base := sp
+	pcs := t.pcs[:t.nf]
+	sizes := t.sizes[:len(pcs)]
+	for i, want := range pcs {
+		if pc != want {
+			return false
+		}
+		pc = *(*uintptr)(unsafe.Add(sp, sizes[i]-8))
+		sp = unsafe.Add(sp, sizes[i])
+	}
+	if pc != t.stopPC || *(*unsafe.Pointer)(unsafe.Add(sp, t.stopSize)) != unsafe.Pointer(&c.Link) {
+		return false
+	}
+	g := rt.CurG()
+	if g.Defer != nil {
+		return false // captureIn checks defer records
+	}
+
+	// Room, beyond the chunk's top: nothing is committed until the end.
+	top, ptop := uintptr(c.MemTop), uintptr(c.PtrTop)
+	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
+	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
+		return false
+	}
+	im := unsafe.Add(c.Mem, top*wordSize) // the record, its image first
+	lo, gLo, gHi := snapshot(im, t.words, base, g)
+	// The saved frame pointers, each the next one's slot, chained by
+	// word index (see arch.RecordHeader).
+	for _, l := range t.links[:len(pcs)-1] {
+		p := (*uintptr)(unsafe.Add(im, uintptr(l.at)*wordSize))
+		if *p != lo+uintptr(l.next)*wordSize {
+			return false
+		}
+		*p = uintptr(l.next)
+	}
+	// The pointer words move to the chunk's pointer array, each read
+	// again from the live stack as a pointer (the collector sees the
+	// store), and zeroed in the image. (With none, and the pointer array
+	// full, ptrs points just past the array: it is then never used, and
+	// dead at every call.)
+	ptrs, span := unsafe.Add(c.Ptrs, ptop*wordSize), gHi-gLo
+	for k, w := range t.ptrWords {
+		off := uintptr(w) * wordSize
+		if *(*uintptr)(unsafe.Add(im, off))-gLo < span { // a pointer into the stack
+			for j := range k {
+				*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(j)*wordSize)) = nil
+			}
+			return false
+		}
+		*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(k)*wordSize)) = *(*unsafe.Pointer)(unsafe.Add(base, off))
+		*(*uintptr)(unsafe.Add(im, off)) = 0
+	}
+	// The tables and the header.
+	tail := t.tail
+	copy((*[maxWords]uintptr)(unsafe.Add(im, uintptr(t.words)*wordSize))[:len(tail):len(tail)], tail)
+	for _, off := range t.deferAt {
+		if *(*byte)(unsafe.Add(im, off)) != 0 {
+			arch.HeaderEnding(unsafe.Add(im, size*wordSize)).Flags |= arch.RecordDefers
+		}
+	}
+	c.MemTop = top + size
+	c.PtrTop = ptop + np
+	if high := uintptr(c.ptrHigh); high > ptop+np {
+		// Pointers of records thawed since.
+		for j := ptop + np; j < high; j++ {
+			*(*unsafe.Pointer)(unsafe.Add(c.Ptrs, j*wordSize)) = nil
+		}
+	}
+	c.ptrHigh = uint32(ptop + np)
+	return true
+}
+
+// snapshot copies n stack words from base to dst and returns base and
+// g's stack bounds as integers, all at one stack position (design.md
+// invariant 4):
+// it is a nosplit function of its own (not inlined, so that the property
+// holds whatever its caller looks like), so the stack cannot grow while it
+// runs, and no safe point inside it may shrink the stack (only an
+// asynchronous preemption can stop it, and the runtime never moves a stack
+// stopped asynchronously). The race detector and checkptr would insert
+// calls into the loop, so both are off here.
+//
+//go:noinline
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func snapshot(dst unsafe.Pointer, n int, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
+	// copy compiles to a call of runtime.memmove, which is nosplit and
+	// has no safe point: a word-at-a-time loop took twice the
+	// instructions. The slices are of array pointers, which costs a
+	// bounds check each where unsafe.Slice checks its length for
+	// overflow and nil: n is at most a stack's words (the runtime's
+	// stacks stop at 1 GB on 64-bit systems, an eighth of maxWords).
+	copy((*[maxWords]uintptr)(dst)[:n:n], (*[maxWords]uintptr)(base)[:n:n])
+	return uintptr(base), g.StackLo, g.StackHi
 }

@@ -349,3 +349,11 @@ func TestStackCopyYieldName(t *testing.T) {
 		t.Fatalf("enginePackage does not tell continuation's and scheduler's functions from their tests' (module %q)", modulePath)
 	}
 }
+
+// TestYieldInlines checks that the helpers Yield and the capture fast path
+// call from other packages are inlined into them (checkInlined).
+func TestYieldInlines(t *testing.T) {
+	const rt = "github.com/weftrt/weft/internal/rt."
+	checkInlined(t, "Yield", Yield, rt+"CurG", rt+"(*G).LockCount", "github.com/weftrt/weft/internal/gls.CurrentG")
+	checkInlined(t, "fastCapture", (*stackChunk).fastCapture, rt+"CurG")
+}

@@ -7,10 +7,10 @@ import (
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
-	"github.com/weftrt/weft/internal/rt"
 )
 
-// The capture fast path. A yield in a loop freezes the same frames, at the
+// The capture templates, for capture's fast path (fastCapture,
+// freeze_amd64.go). A yield in a loop freezes the same frames, at the
 // same call sites, every time: the frames a resume thawed above the return
 // barrier. Everything the general capture (captureIn) learns from such a
 // region except the values in it depends only on the chain of PCs, so a
@@ -109,105 +109,6 @@ func (s *templateSet) find(pcs *[maxTemplateFrames]uintptr, nf int, selfPC, skip
 func (s *templateSet) publish(t *captureTemplate) {
 	s[1].Store(s[0].Load())
 	s[0].Store(t)
-}
-
-// fastCapture captures the region above the return barrier with the
-// template t, given capture's own PC and SP and whether it leaves out its
-// caller's frame. It reports false, having committed nothing, if the region
-// does not match t or holds something t does not cover; the general path
-// then captures it.
-//
-// It keeps design.md invariants 1 to 4 as captureIn does. t's chain of
-// PCs fixes the frames (1); a live word pointing into the stack, or a
-// defer record, sends the region to the general path (2, 3). No call
-// that could move the stack lies between the walk and the copy (4):
-// snapshot is nosplit, and pointers are re-read from the live stack
-// through base. It addresses the chunk's arrays by pointer arithmetic,
-// within the bounds its room check has established: every index comes
-// from t, made for a record of t's size.
-func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer, skip bool) bool {
-	if pc != t.selfPC || skip != (t.skipPC != 0) {
-		return false
-	}
-	pc = *(*uintptr)(unsafe.Add(sp, t.selfSize-8))
-	sp = unsafe.Add(sp, t.selfSize)
-	if skip {
-		if pc != t.skipPC {
-			return false
-		}
-		pc = *(*uintptr)(unsafe.Add(sp, t.skipSize-8))
-		sp = unsafe.Add(sp, t.skipSize)
-	}
-	base := sp
-	pcs := t.pcs[:t.nf]
-	sizes := t.sizes[:len(pcs)]
-	for i, want := range pcs {
-		if pc != want {
-			return false
-		}
-		pc = *(*uintptr)(unsafe.Add(sp, sizes[i]-8))
-		sp = unsafe.Add(sp, sizes[i])
-	}
-	if pc != t.stopPC || *(*unsafe.Pointer)(unsafe.Add(sp, t.stopSize)) != unsafe.Pointer(&c.Link) {
-		return false
-	}
-	g := rt.CurG()
-	if g.Defer != nil {
-		return false // captureIn checks defer records
-	}
-
-	// Room, beyond the chunk's top: nothing is committed until the end.
-	top, ptop := uintptr(c.MemTop), uintptr(c.PtrTop)
-	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
-	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
-		return false
-	}
-	im := unsafe.Add(c.Mem, top*wordSize) // the record, its image first
-	lo, gLo, gHi := snapshot(im, t.words, base, g)
-	// The saved frame pointers, each the next one's slot, chained by
-	// word index (see arch.RecordHeader).
-	for _, l := range t.links[:len(pcs)-1] {
-		p := (*uintptr)(unsafe.Add(im, uintptr(l.at)*wordSize))
-		if *p != lo+uintptr(l.next)*wordSize {
-			return false
-		}
-		*p = uintptr(l.next)
-	}
-	// The pointer words move to the chunk's pointer array, each read
-	// again from the live stack as a pointer (the collector sees the
-	// store), and zeroed in the image. (With none, and the pointer array
-	// full, ptrs points just past the array: it is then never used, and
-	// dead at every call.)
-	ptrs, span := unsafe.Add(c.Ptrs, ptop*wordSize), gHi-gLo
-	for k, w := range t.ptrWords {
-		off := uintptr(w) * wordSize
-		if *(*uintptr)(unsafe.Add(im, off))-gLo < span { // a pointer into the stack
-			for j := range k {
-				*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(j)*wordSize)) = nil
-			}
-			return false
-		}
-		*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(k)*wordSize)) = *(*unsafe.Pointer)(unsafe.Add(base, off))
-		*(*uintptr)(unsafe.Add(im, off)) = 0
-	}
-	// The tables and the header.
-	tail := t.tail
-	copy((*[maxWords]uintptr)(unsafe.Add(im, uintptr(t.words)*wordSize))[:len(tail):len(tail)], tail)
-	for _, off := range t.deferAt {
-		if *(*byte)(unsafe.Add(im, off)) != 0 {
-			arch.HeaderEnding(unsafe.Add(im, size*wordSize)).Flags |= arch.RecordDefers
-		}
-	}
-	c.MemTop = top + size
-	c.PtrTop = ptop + np
-	if high := uintptr(c.ptrHigh); high > ptop+np {
-		// Pointers of records thawed since.
-		for j := ptop + np; j < high; j++ {
-			*(*unsafe.Pointer)(unsafe.Add(c.Ptrs, j*wordSize)) = nil
-		}
-	}
-	c.ptrHigh = uint32(ptop + np)
-	return true
 }
 
 // templateAt finds the published template of the chain of frames from

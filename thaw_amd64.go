@@ -47,7 +47,8 @@ const stackCopyBuilt = true
 // between Enter and Run's caller is then returned through with the CPU's
 // return prediction wrong: the fewer frames there, the faster a round trip.
 //
-// Each pass binds c to the goroutine (gls.Push) and sets c.parentC to the
+// Each pass binds c to the goroutine (gls.SlotG and Slot.Push, with the
+// goroutine's g) and sets c.parentC to the
 // record it replaced. So c.parentC's Local is always what the unbinding
 // puts back (aborted relies on it).
 //
@@ -69,7 +70,9 @@ func (c *Cont) mount(owner any) {
 	c.owner = owner
 mounted:
 	s := &c.stack
-	slot, prev := gls.Push(&c.local)
+	g := rt.CurG()
+	slot := gls.SlotG(unsafe.Pointer(g))
+	prev := slot.Push(&c.local)
 	if c.counted {
 		cc := (*countedCont)(unsafe.Pointer(c))
 		bump(&cc.n.runs, runs)
@@ -91,7 +94,7 @@ mounted:
 		// Every pass mounts c anew, perhaps on another thread (after a
 		// yield to an enclosing scope, the enclosing continuation may
 		// have been resumed anywhere).
-		c.local.Locks = rt.CurLockCount()
+		c.local.Locks = g.LockCount()
 		// One pass: must match stackState.run (TestMountPassMatchesRun).
 		s.yielded = false
 		if !s.started {
@@ -121,7 +124,9 @@ mounted:
 			break
 		}
 		c.suspendParent()
-		slot, prev = gls.Push(&c.local)
+		g = rt.CurG() // the parent may have been resumed on another goroutine
+		slot = gls.SlotG(unsafe.Pointer(g))
+		prev = slot.Push(&c.local)
 		if c.counted { // as at the first pass
 			if cc, l := (*countedCont)(unsafe.Pointer(c)), proflabel.Get(); l != cc.outer || l != cc.labels {
 				c.mountLabels(l)

@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/printer"
 	"go/token"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -366,4 +367,44 @@ func TestThawedFramePointers(t *testing.T) {
 			t.Fatalf("depth %d: %d frame-pointer links checked, want at least %d", depth, bpChainFrames, want)
 		}
 	}
+}
+
+// inlinedInto returns the names of the functions inlined into fn's code:
+// the innermost function at each of its PCs, where that is an inlined one.
+func inlinedInto(fn any) map[string]bool {
+	entry := reflect.ValueOf(fn).Pointer()
+	names := make(map[string]bool)
+	for pc := entry; ; pc++ {
+		if f := runtime.FuncForPC(pc); f == nil || f.Entry() != entry {
+			break
+		}
+		fr, _ := runtime.CallersFrames([]uintptr{pc + 1}).Next() // pc as a return address
+		if fr.Func == nil {                                      // an inlined function
+			names[fr.Function] = true
+		}
+	}
+	return names
+}
+
+// checkInlined fails t unless each of want is inlined into fn: the round
+// trip runs in the files docs/architecture.md lists only if they are.
+func checkInlined(t *testing.T, name string, fn any, want ...string) {
+	t.Helper()
+	got := inlinedInto(fn)
+	if len(got) == 0 {
+		t.Skipf("%s inlines nothing: inlining is off (-gcflags=-l)", name)
+	}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("%s does not inline %s", name, w)
+		}
+	}
+}
+
+// TestMountInlines checks that mount's helpers from other packages are
+// inlined into it.
+func TestMountInlines(t *testing.T) {
+	const gls, rt = "github.com/weftrt/weft/internal/gls.", "github.com/weftrt/weft/internal/rt."
+	checkInlined(t, "mount", (*Cont).mount,
+		rt+"CurG", rt+"(*G).LockCount", gls+"SlotG", gls+"Slot.Push", gls+"Slot.Pop")
 }

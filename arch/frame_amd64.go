@@ -11,6 +11,9 @@ const FrameLinkSize = 8
 // the caller's SP at that PC. With the caller's metadata (its SP delta at
 // that PC) they are where a frame walk of the calling goroutine starts.
 //
+// It is in g_amd64.s, beside getgp: both are where a walk of the calling
+// goroutine's stack starts.
+//
 // sp is an unsafe.Pointer so that, kept in a variable of the goroutine's
 // own frames, it is relocated with the stack if the stack moves; converted
 // to a uintptr it is stale after any call that may grow the stack.

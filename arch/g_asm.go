@@ -15,7 +15,7 @@ func GPointer() unsafe.Pointer { return getgp() }
 // getg returns the address of the calling goroutine's runtime g.
 func getg() uintptr { return uintptr(getgp()) }
 
-// getgp is implemented in g_$GOARCH.s.
+// getgp is implemented in g_$GOARCH.s (g_amd64.s holds CallerPCSP too).
 //
 //go:noescape
 func getgp() unsafe.Pointer

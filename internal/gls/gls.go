@@ -227,8 +227,8 @@ func rebuild(t *table, n int) *table {
 	return nt
 }
 
-// tableBind, tableRestore, tableUnbind, tableOf and tablePush are Bind,
-// Restore, Unbind, Of and Push on the table.
+// tableBind, tableRestore, tableUnbind and tableOf are Bind, Restore,
+// Unbind and Of on the table; tableSlot is SlotG's goroutine's place.
 
 func tableBind(l *Local) uintptr {
 	g := arch.G()
@@ -279,13 +279,13 @@ func tableOf(g uintptr) *Local {
 	return nil
 }
 
-func tablePush(l *Local) (Slot, *Local) {
+func tableSlot() Slot {
 	g := arch.G()
 	c := lookup(g)
 	if c == nil {
 		c = insert(g)
 	}
-	return Slot{c: c}, c.l.Swap(l)
+	return Slot{c: c}
 }
 
 // loadWord reads the record in word w.
@@ -327,6 +327,46 @@ func Unbind(g uintptr) {
 		return
 	}
 	tableUnbind(g)
+}
+
+// Current returns the calling goroutine's record, or nil.
+func Current() *Local {
+	if wordOK {
+		return loadWord(word())
+	}
+	return tableCurrent()
+}
+
+// CurrentG is Current for g, the calling goroutine's runtime.g
+// (arch.GPointer). With records in the goroutines' words it is one load.
+// g is nil where the runtime's g is not mirrored (rt.CurG), and then
+// records are in the table.
+func CurrentG(g unsafe.Pointer) *Local {
+	if wordOK {
+		return loadWord((*uintptr)(unsafe.Add(g, wordOffset)))
+	}
+	return tableCurrent()
+}
+
+// Push makes l the calling goroutine's record and returns its slot and
+// the record it replaced, which Pop puts back. A goroutine that pushed
+// must pop before it ends, and keep l's owner reachable meanwhile.
+func Push(l *Local) (s Slot, prev *Local) {
+	if wordOK {
+		s = Slot{w: word()}
+	} else {
+		s = tableSlot()
+	}
+	return s, s.Push(l)
+}
+
+// SlotG returns the slot of g, the calling goroutine's runtime.g, as
+// CurrentG: for Slot.Push, which is Push in two steps.
+func SlotG(g unsafe.Pointer) Slot {
+	if wordOK {
+		return Slot{w: (*uintptr)(unsafe.Add(g, wordOffset))}
+	}
+	return tableSlot()
 }
 
 // tableCurrent is Current on the table, with lookup inlined: one call (to
@@ -371,6 +411,24 @@ func (s Slot) Pop(prev *Local) {
 	}
 	s.popTable(prev)
 }
+
+// Push makes l the record of the slot's goroutine, the calling one, and
+// returns the record it replaced, which Pop puts back: the second step of
+// Push, after SlotG. The rules of Push hold.
+func (s Slot) Push(l *Local) (prev *Local) {
+	if s.w == nil {
+		return pushTable(s.c, l)
+	}
+	// loadWord and storeWord, written out to keep Push inlined.
+	prev = *(**Local)(unsafe.Pointer(s.w))
+	*s.w = uintptr(unsafe.Pointer(l))
+	return prev
+}
+
+// pushTable is Push for a slot in the table, cell c.
+//
+//go:noinline
+func pushTable(c *cell, l *Local) *Local { return c.l.Swap(l) }
 
 // popTable is Pop for a slot in the table.
 //

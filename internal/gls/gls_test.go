@@ -254,11 +254,13 @@ func TestTablePushPop(t *testing.T) {
 	done := make(chan string, 1)
 	go func() {
 		outer, inner := &Local{}, &Local{}
-		s1, p1 := tablePush(outer)
-		s2, p2 := tablePush(inner)
+		s1 := tableSlot()
+		p1 := s1.Push(outer)
+		s2 := tableSlot()
+		p2 := s2.Push(inner)
 		defer tableUnbind(arch.G())
 		if p1 != nil || p2 != outer || tableCurrent() != inner {
-			done <- "tablePush did not return what it replaced"
+			done <- "Slot.Push on the table did not return what it replaced"
 			return
 		}
 		s2.Pop(p2)

@@ -54,22 +54,3 @@ func wordOfG(g uintptr) *uintptr {
 	p := *(*unsafe.Pointer)(unsafe.Pointer(&g)) // g is a runtime.g's address
 	return (*uintptr)(unsafe.Add(p, wordOffset))
 }
-
-// Current returns the calling goroutine's record, or nil. The engine and
-// the scheduler ask it several times for each virtual thread they start
-// or switch, so it is in assembly (current_linux_amd64.s): with the
-// record in the goroutine's word it loads the word through the g in
-// thread-local storage, one call and three loads, where Go code needs a
-// call to arch.GPointer inside a call of its own (two calls put it over
-// the inliner's budget). Without the word (wordOK false) it goes on to
-// tableCurrent.
-func Current() *Local
-
-// Push makes l the calling goroutine's record and returns its slot and
-// the record it replaced, which Pop puts back. A goroutine that pushed
-// must pop before it ends, and keep l's owner reachable meanwhile. Every
-// mount of a continuation pushes, so it is in assembly too
-// (current_linux_amd64.s): the slot is the goroutine's word, found
-// through the g in thread-local storage, or without words (wordOK false)
-// the table's, from tablePush.
-func Push(l *Local) (s Slot, prev *Local)

@@ -13,13 +13,3 @@ const (
 func word() *uintptr { panic("gls: no goroutine word in this build") }
 
 func wordOfG(uintptr) *uintptr { panic("gls: no goroutine word in this build") }
-
-// Current returns the calling goroutine's record, or nil: in this build,
-// from the table.
-func Current() *Local { return tableCurrent() }
-
-// Push makes l the calling goroutine's record and returns its slot and
-// the record it replaced, which Pop puts back. A goroutine that pushed
-// must pop before it ends, and keep l's owner reachable meanwhile. In
-// this build the slot is in the table.
-func Push(l *Local) (s Slot, prev *Local) { return tablePush(l) }

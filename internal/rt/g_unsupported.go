@@ -27,3 +27,6 @@ func InitLockCount() {}
 
 // CurLockCount reads 0: the layout of g is not mirrored here.
 func CurLockCount() uint32 { return 0 }
+
+// LockCount reads 0: the layout of g is not mirrored here.
+func (g *G) LockCount() uint32 { return 0 }

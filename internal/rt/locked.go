@@ -112,6 +112,14 @@ func InitLockCount() {
 	lockedExtOff = lockedExtOffset()
 }
 
+// CurLockCount is LockCount after InitLockCount, for the yield and mount
+// paths: it reads 0 if the field was not found.
+func CurLockCount() uint32 { return lockCountOf(arch.GPointer()) }
+
+// LockCount is CurLockCount for g, the calling goroutine's g: for a
+// caller that has g already.
+func (g *G) LockCount() uint32 { return lockCountOf(unsafe.Pointer(g)) }
+
 // lockCountOf is CurLockCount for g, the calling goroutine's runtime.g.
 func lockCountOf(g unsafe.Pointer) uint32 {
 	off := lockedExtOff
