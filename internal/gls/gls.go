@@ -329,15 +329,8 @@ func Unbind(g uintptr) {
 	tableUnbind(g)
 }
 
-// Current returns the calling goroutine's record, or nil.
-func Current() *Local {
-	if wordOK {
-		return loadWord(word())
-	}
-	return tableCurrent()
-}
-
-// CurrentG is Current for g, the calling goroutine's runtime.g
+// CurrentG is Current (word_linux_amd64.go, word_none.go) for g, the
+// calling goroutine's runtime.g
 // (arch.GPointer). With records in the goroutines' words it is one load.
 // g is nil where the runtime's g is not mirrored (rt.CurG), and then
 // records are in the table.

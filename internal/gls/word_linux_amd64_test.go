@@ -40,8 +40,17 @@ func TestWordInUse(t *testing.T) {
 }
 
 // Current, in assembly, reads the word, and the table where records are
-// not kept in words (wordOK false: its jump to tableCurrent).
+// not kept in words (wordOK false: its jump to tableCurrent); CurrentG,
+// its Go twin, reads the same.
 func TestCurrentWordAndTable(t *testing.T) {
+	Current := func() *Local {
+		t.Helper()
+		l := Current()
+		if lg := CurrentG(arch.GPointer()); lg != l {
+			t.Fatalf("Current() = %p, CurrentG(arch.GPointer()) = %p (wordOK %v)", l, lg, wordOK)
+		}
+		return l
+	}
 	if Current() != nil {
 		t.Fatal("Current() on a goroutine with no record is not nil")
 	}
@@ -74,8 +83,9 @@ func TestCurrentWordAndTable(t *testing.T) {
 	}
 }
 
-// Push, in assembly, swaps the record in the word, and in the table where
-// records are not kept in words; Pop puts the one before back.
+// Push swaps the record in the word, and in the table where records are
+// not kept in words; Pop puts the one before back. SlotG finds the slot
+// Push uses.
 func TestPushPopWordAndTable(t *testing.T) {
 	check := func(where string) {
 		outer, inner := &Local{}, &Local{}
@@ -86,6 +96,9 @@ func TestPushPopWordAndTable(t *testing.T) {
 		s2, prev := Push(inner)
 		if prev != outer || Current() != inner {
 			t.Fatalf("%s: Push(inner) replaced %p (want outer), Current() = %p (want inner)", where, prev, Current())
+		}
+		if sg := SlotG(arch.GPointer()); sg != s2 || sg != s1 {
+			t.Fatalf("%s: SlotG gives %v, Push gave %v and %v", where, sg, s1, s2)
 		}
 		if wordOK != (s2.w != nil) || wordOK != (s2.c == nil) {
 			t.Fatalf("%s: the slot's word is %p and cell %p with wordOK %v", where, s2.w, s2.c, wordOK)
@@ -109,7 +122,7 @@ func TestPushPopWordAndTable(t *testing.T) {
 	if *word() != 0 {
 		t.Fatal("Push with wordOK false stored a record in the word")
 	}
-	Unbind(arch.G()) // the place tablePush kept
+	Unbind(arch.G()) // the place tableSlot kept
 }
 
 // The runtime leaves the word zero on goroutines that never bound a

@@ -13,3 +13,7 @@ const (
 func word() *uintptr { panic("gls: no goroutine word in this build") }
 
 func wordOfG(uintptr) *uintptr { panic("gls: no goroutine word in this build") }
+
+// Current returns the calling goroutine's record, or nil: in this build,
+// from the table.
+func Current() *Local { return tableCurrent() }
