@@ -11,18 +11,18 @@ import (
 	"github.com/weftrt/weft/internal/thawstat"
 )
 
-// scBig is a frame with a large local array: a record holding it needs
+// bigFrame is a frame with a large local array: a record holding it needs
 // more stack than a fresh goroutine has, so the return barrier must grow
 // the stack (arch.Thaw's pinned growth) while it holds the result
 // registers of the frame that returned into it.
 //
 //go:noinline
-func scBig(c *stackState, depth, yields int) (*capNode, float64, int) {
+func bigFrame(c *stackState, depth, yields int) (*capNode, float64, int) {
 	var big [6 << 10]uintptr // 48 KiB
 	for i := range big {
 		big[i] = uintptr(depth*i) ^ 0x5a5a
 	}
-	p, f, n := scSmall(c, depth-1, yields)
+	p, f, n := smallFrame(c, depth-1, yields)
 	// The results came back through the barrier, from a frame whose
 	// record was thawed before this one was grown room for.
 	if p == nil || p.v != n*3 || f != float64(n)/3 {
@@ -37,7 +37,7 @@ func scBig(c *stackState, depth, yields int) (*capNode, float64, int) {
 }
 
 //go:noinline
-func scSmall(c *stackState, depth, yields int) (*capNode, float64, int) {
+func smallFrame(c *stackState, depth, yields int) (*capNode, float64, int) {
 	if depth <= 0 {
 		for range yields {
 			if !stackYield(c) {
@@ -50,9 +50,9 @@ func scSmall(c *stackState, depth, yields int) (*capNode, float64, int) {
 		return &capNode{v: 0}, 0, 0
 	}
 	if depth%3 == 0 && depth >= 6 {
-		return scBig(c, depth, yields)
+		return bigFrame(c, depth, yields)
 	}
-	p, f, n := scSmall(c, depth-1, yields)
+	p, f, n := smallFrame(c, depth-1, yields)
 	if p == nil || p.v != n*3 || f != float64(n)/3 {
 		panic(fmt.Sprintf("depth %d: results %v %v %d after the barrier", depth, p, f, n))
 	}
@@ -75,7 +75,7 @@ func TestBarrierGrowsStack(t *testing.T) {
 		shorts := thawstat.Grown.Load()
 		c := &stackState{}
 		var n int
-		c.body = func() { _, _, n = scSmall(c, depth, 3) }
+		c.body = func() { _, _, n = smallFrame(c, depth, 3) }
 		runToEnd(t, c, 10)
 		if n != depth {
 			t.Fatalf("depth %d: the body computed %d", depth, n)

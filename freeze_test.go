@@ -62,11 +62,11 @@ func TestStackCopyRoundTrip(t *testing.T) {
 	}
 }
 
-// scDeep recurses depth frames with a local in each that stays live across
+// deepLocals recurses depth frames with a local in each that stays live across
 // the yields at the bottom, and checks every local on the way up.
 //
 //go:noinline
-func scDeep(c *stackState, depth, yields int, sum *int) bool {
+func deepLocals(c *stackState, depth, yields int, sum *int) bool {
 	local := depth*7 + 1
 	node := &capNode{v: depth}
 	if depth == 0 {
@@ -79,7 +79,7 @@ func scDeep(c *stackState, depth, yields int, sum *int) bool {
 		*sum += local
 		return true
 	}
-	ok := scDeep(c, depth-1, yields, sum)
+	ok := deepLocals(c, depth-1, yields, sum)
 	if local != depth*7+1 || node.v != depth {
 		panic(fmt.Sprintf("frame %d: local %d node %d after thaw", depth, local, node.v))
 	}
@@ -112,7 +112,7 @@ func TestStackCopyDeep(t *testing.T) {
 		c := &stackState{}
 		sum := 0
 		ok := true
-		c.body = func() { ok = scDeep(c, depth, 20, &sum) }
+		c.body = func() { ok = deepLocals(c, depth, 20, &sum) }
 		runToEnd(t, c, 25)
 		want := 0
 		for d := 0; d <= depth; d++ {
@@ -136,7 +136,7 @@ func TestStackCopyConcurrent(t *testing.T) {
 			for k := 0; k < each; k++ {
 				c := &stackState{}
 				sum := 0
-				c.body = func() { scDeep(c, 10+k%20, 5, &sum) }
+				c.body = func() { deepLocals(c, 10+k%20, 5, &sum) }
 				for i := 0; !c.done; i++ {
 					if i > 10 || c.refusal() != nil {
 						errs <- fmt.Errorf("worker %d: %v", w, c.refusal())

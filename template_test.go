@@ -517,11 +517,11 @@ func TestTemplateSetKeepsTwo(t *testing.T) {
 	}
 }
 
-// scTemplated yields in a loop with heap pointers and scalars live across
+// templatedLoop yields in a loop with heap pointers and scalars live across
 // each yield, and no stack objects: a region the capture template covers.
 //
 //go:noinline
-func scTemplated(c *stackState, rounds int, sawTemplate *bool) int {
+func templatedLoop(c *stackState, rounds int, sawTemplate *bool) int {
 	heap := &capNode{v: 7}
 	capEscape = heap // on the heap, not a stack object of this frame
 	n := 1000
@@ -561,7 +561,7 @@ func TestCaptureTemplateFallsBack(t *testing.T) {
 	c := &stackState{}
 	var sum int
 	saw := false
-	c.body = func() { sum = scTemplated(c, rounds, &saw) }
+	c.body = func() { sum = templatedLoop(c, rounds, &saw) }
 	for i := 0; !c.done; i++ {
 		if i > rounds+2 {
 			t.Fatal("the body did not finish")
@@ -599,12 +599,12 @@ func countScYields(t *testing.T) {
 	t.Cleanup(func() { hooks.yieldCounts = nil })
 }
 
-// scTemplatedNil yields in a loop with a pointer live across each yield
+// templatedNilLoop yields in a loop with a pointer live across each yield
 // that is nil for the first half of the rounds, and counts the captures
 // that took the fast path.
 //
 //go:noinline
-func scTemplatedNil(c *stackState, rounds int, fast *int) int {
+func templatedNilLoop(c *stackState, rounds int, fast *int) int {
 	var p *capNode
 	sum := 0
 	for i := 0; i < rounds; i++ {
@@ -646,7 +646,7 @@ func TestCaptureTemplateNilPointers(t *testing.T) {
 	countScYields(t)
 	c := &stackState{}
 	var sum, fast int
-	c.body = func() { sum = scTemplatedNil(c, rounds, &fast) }
+	c.body = func() { sum = templatedNilLoop(c, rounds, &fast) }
 	runToEnd(t, c, rounds+2)
 	want := 0
 	for i := rounds / 2; i < rounds-1; i++ {
@@ -662,16 +662,16 @@ func TestCaptureTemplateNilPointers(t *testing.T) {
 }
 
 //go:noinline
-func scYieldA(c *stackState) bool { return stackYield(c) }
+func yieldChainA(c *stackState) bool { return stackYield(c) }
 
 //go:noinline
-func scYieldB(c *stackState) bool { return stackYield(c) }
+func yieldChainB(c *stackState) bool { return stackYield(c) }
 
-// scAlternating yields from two call chains in turn, counting the
+// alternatingChains yields from two call chains in turn, counting the
 // captures that took the fast path.
 //
 //go:noinline
-func scAlternating(c *stackState, rounds int, fast *int) int {
+func alternatingChains(c *stackState, rounds int, fast *int) int {
 	heap := &capNode{v: 3}
 	capEscape = heap
 	sum := 0
@@ -679,9 +679,9 @@ func scAlternating(c *stackState, rounds int, fast *int) int {
 		before := hooks.yieldCounts.templated.Load()
 		ok := false
 		if i%2 == 0 {
-			ok = scYieldA(c)
+			ok = yieldChainA(c)
 		} else {
-			ok = scYieldB(c)
+			ok = yieldChainB(c)
 		}
 		if !ok {
 			panic(c.refusal())
@@ -706,7 +706,7 @@ func TestCaptureTemplateAlternating(t *testing.T) {
 	countScYields(t)
 	c := &stackState{}
 	var sum, fast int
-	c.body = func() { sum = scAlternating(c, rounds, &fast) }
+	c.body = func() { sum = alternatingChains(c, rounds, &fast) }
 	runToEnd(t, c, rounds+2)
 	if want := rounds*3 + rounds*(rounds-1)/2; sum != want {
 		t.Fatalf("the body computed %d, want %d", sum, want)
@@ -760,7 +760,7 @@ func TestCaptureTemplateStackGrowth(t *testing.T) {
 	countScYields(t)
 	c := &stackState{}
 	var sum, fast int
-	c.body = func() { sum = scAlternating(c, rounds, &fast) }
+	c.body = func() { sum = alternatingChains(c, rounds, &fast) }
 	runToEnd(t, c, rounds+2)
 	if want := rounds*3 + rounds*(rounds-1)/2; sum != want {
 		t.Fatalf("the body computed %d, want %d", sum, want)

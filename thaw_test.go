@@ -24,7 +24,7 @@ import (
 // 12 words of locals (and a heap pointer each, for the pointer table), so
 // that the second capture's record, the frames thawed since the first,
 // ends with that frame, and the record's length covers every remainder
-// modulo 8 (the frames under it, scYieldKeeps's and stackYield's, are the same
+// modulo 8 (the frames under it, yieldKeepsCaller's and stackYield's, are the same
 // in all). Every word of the frame but the two that a thaw rewrites must
 // come back as it was, with a collection between the rounds. (Dropping
 // the four- or two-word copy fails it; a wrong last word does not, as that
@@ -35,7 +35,7 @@ func TestThawCopiesEveryWord(t *testing.T) {
 	}
 	const rounds = 12
 	sizes := map[uintptr]bool{}
-	for k, frame := range scFrames {
+	for k, frame := range yieldLocals {
 		c := &stackState{}
 		bad := 0
 		c.body = func() {
@@ -59,14 +59,14 @@ func TestThawCopiesEveryWord(t *testing.T) {
 	}
 }
 
-// scYieldKeeps yields and reports whether it did and its caller's frame
+// yieldKeepsCaller yields and reports whether it did and its caller's frame
 // came back as it was, but for its two top words, the return address and
 // the saved frame pointer, which a thaw may rewrite (the return barrier;
 // the frame pointer chain at the stack's new place). Nothing of the
 // caller runs from the copy before the yield to the one after.
 //
 //go:noinline
-func scYieldKeeps(c *stackState) bool {
+func yieldKeepsCaller(c *stackState) bool {
 	before := callerFrame()
 	if !stackYield(c) {
 		return false
@@ -106,18 +106,18 @@ func sameFrame(a, b []uintptr) bool {
 	return true
 }
 
-// scFrames yield from frames with 5 to 12 words of locals.
-var scFrames = []func(*stackState, uintptr, *capNode) bool{
-	scFrame5, scFrame6, scFrame7, scFrame8, scFrame9, scFrame10, scFrame11, scFrame12,
+// yieldLocals yield from frames with 5 to 12 words of locals.
+var yieldLocals = []func(*stackState, uintptr, *capNode) bool{
+	yieldLocals5, yieldLocals6, yieldLocals7, yieldLocals8, yieldLocals9, yieldLocals10, yieldLocals11, yieldLocals12,
 }
 
 //go:noinline
-func scFrame5(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals5(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [5]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -125,12 +125,12 @@ func scFrame5(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame6(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals6(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [6]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -138,12 +138,12 @@ func scFrame6(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame7(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals7(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [7]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -151,12 +151,12 @@ func scFrame7(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame8(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals8(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [8]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -164,12 +164,12 @@ func scFrame8(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame9(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals9(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [9]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -177,12 +177,12 @@ func scFrame9(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame10(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals10(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [10]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -190,12 +190,12 @@ func scFrame10(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame11(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals11(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [11]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
@@ -203,12 +203,12 @@ func scFrame11(c *stackState, seed uintptr, heap *capNode) bool {
 }
 
 //go:noinline
-func scFrame12(c *stackState, seed uintptr, heap *capNode) bool {
+func yieldLocals12(c *stackState, seed uintptr, heap *capNode) bool {
 	var a [12]uintptr
 	for i := range a {
 		a[i] = seed*131 + uintptr(i)
 	}
-	ok := scYieldKeeps(c) && scYieldKeeps(c)
+	ok := yieldKeepsCaller(c) && yieldKeepsCaller(c)
 	for i := range a {
 		ok = ok && a[i] == seed*131+uintptr(i)
 	}
