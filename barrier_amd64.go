@@ -14,16 +14,18 @@ import (
 	"github.com/weftrt/weft/pinning"
 )
 
-// This file is the Go side of the return barrier (arch.Thaw): a panic or
-// runtime.Goexit that crosses it with frozen frames still holding deferred
-// calls, and the results a thawed frame continues with (the rethrow
-// entries). The barrier's assembly is in arch/switch_amd64.s.
+// This file is the Go side of the return barrier (arch.Thaw). It handles a
+// panic or runtime.Goexit that crosses the barrier while frozen frames
+// hold deferred calls. It also makes the results a thawed frame continues
+// with (the rethrow entries). The barrier's assembly is in
+// arch/switch_amd64.s.
 
-// rethrowLoop follows arch.Enter(&c.chunk.Link, c.host): while the host
-// returned because a panic crossed the barrier and was recovered there
-// (crossing), it raises the panic again in the innermost frozen frame with
-// a deferred call pending, as if the frames between had unwound (they have
-// none), by entering the host again with frozenPanic as the rethrow.
+// rethrowLoop follows arch.Enter(&c.chunk.Link, c.host). While the host
+// returns because crossing recovered a panic at the barrier, it raises the
+// panic again in the innermost frozen frame with a deferred call pending.
+// It enters the host again with frozenPanic as the rethrow. The frames in
+// between have no deferred calls, so they unwind as if the panic had
+// passed them.
 func (c *stackState) rethrowLoop() {
 	for c.rethrow {
 		c.rethrow = false
@@ -34,16 +36,15 @@ func (c *stackState) rethrowLoop() {
 }
 
 // crossing runs when the host frame unwinds. A panic or runtime.Goexit
-// that reaches the barrier must still run the deferred calls of the frames
-// that are still frozen, innermost first, and recover must work in them as
-// in plain Go. Frozen frames with nothing pending need nothing: they are
-// dropped with the continuation, and the panic goes on untouched, with its
-// original stack for the crash report. Otherwise a panic is recovered here
-// and raised again from the innermost frame that has deferred calls
-// (rethrowLoop); Goexit cannot be recovered, so the frames are thawed above
-// this deferred call instead, and Goexit is called again from there, which
-// runs their deferred calls, then this frame's callers', and ends the
-// goroutine.
+// that reaches the barrier must run the deferred calls of the frozen
+// frames, innermost first, and recover must work in them as in plain Go.
+// Frozen frames with nothing pending are dropped with the continuation.
+// The panic then goes on untouched, with its original stack for the crash
+// report. Otherwise a panic is recovered here and raised again from the
+// innermost frame that has deferred calls (rethrowLoop). Goexit cannot be
+// recovered. So the frames are thawed above this deferred call, and Goexit
+// is called again from there. It runs their deferred calls, then those of
+// this frame's callers, and ends the goroutine.
 func (c *stackState) crossing(finished *bool) {
 	if *finished || !c.chunk.deferPending() {
 		return
@@ -87,17 +88,16 @@ func (c *stackState) crossing(finished *bool) {
 // goexitEntry is runtime.Goexit's entry PC.
 var goexitEntry = reflect.ValueOf(runtime.Goexit).Pointer()
 
-// goexitAbove reports whether a runtime.Goexit runs in the frames between
-// its caller, a deferred call of the host frame (crossing), and that host
-// frame, the one that holds inHost: whether the panic crossing recovers was
-// raised during a Goexit that began above the barrier. The runtime resumes
-// such a Goexit when the recovering deferred call returns (recovery never
-// jumps past a pending Goexit; a Goexit frame on the stack is one still
-// running). The host frame is told by its address, not its code: every
-// continuation's host runs the same closure, and a nested continuation's
-// may lie between. The walk is of physical frames, with the runtime's
-// metadata, as a capture's. Only the rare path of a panic that crosses the
-// barrier with deferred calls pending calls it.
+// goexitAbove reports whether a runtime.Goexit runs between its caller
+// (crossing, a deferred call of the host frame) and the host frame that
+// holds inHost. That is, whether the panic crossing recovers was raised
+// during a Goexit that began above the barrier. The runtime resumes such a
+// Goexit when the recovering deferred call returns. Recovery never jumps
+// past a pending Goexit, and a Goexit frame on the stack is still running.
+// The host frame is found by its address, not its code. Every host runs the
+// same closure, and a nested continuation's host may lie in between. The
+// walk is of physical frames, with the runtime's metadata, as a capture's.
+// Only a panic crossing the barrier with deferred calls pending gets here.
 //
 //go:noinline
 func goexitAbove(inHost unsafe.Pointer) bool {
@@ -119,9 +119,10 @@ func goexitAbove(inHost unsafe.Pointer) bool {
 	return false
 }
 
-// barrierPanicStack is PanicStack on this backend: the panic recorded at c's
-// barrier, asked from c's body, or, once a panic raised again at the
-// barrier has ended c's body, the one handCrossed kept for Run's caller.
+// barrierPanicStack is PanicStack on this backend. Asked from c's body, it
+// is the panic recorded at c's barrier. Once a panic raised again at the
+// barrier has ended c's body, it is the one handCrossed kept for Run's
+// caller.
 func (c *Cont) barrierPanicStack(v any) []byte {
 	if r := c.stack.rare; r != nil && r.crossedStack != nil && sameInterface(r.crossed, v) {
 		if !reraised() {
@@ -138,10 +139,9 @@ func (c *Cont) barrierPanicStack(v any) []byte {
 // frozenPanicEntry is frozenPanic's entry PC.
 var frozenPanicEntry = reflect.ValueOf(frozenPanic).Pointer()
 
-// reraised reports whether the panic whose deferred calls are running on
-// the calling goroutine was raised by frozenPanic: whether, on the
-// calling goroutine's stack, the frame under the runtime's panic is
-// frozenPanic's. Only the panic path calls it.
+// reraised reports whether frozenPanic raised the panic whose deferred
+// calls run on the calling goroutine. It is, if the frame under the
+// runtime's panic is frozenPanic's. Only the panic path calls it.
 func reraised() bool {
 	raiser, _, ok := panicRaiser()
 	return ok && raiser.Entry == frozenPanicEntry
@@ -165,22 +165,21 @@ func frozenGoexit() {
 }
 
 // frozenGoexitPanic raises the panic in stackState.thrown again in thawed
-// frames from a deferred call of a runtime.Goexit (crossing, when the panic
-// was raised during a Goexit): if a frame recovers it, the Goexit goes on.
-// The deferred call is frozenPanic itself, so that reraised knows the panic.
+// frames, from a deferred call of a runtime.Goexit. crossing uses it for a
+// panic raised during a Goexit. If a frame recovers the panic, the Goexit
+// goes on. The deferred call is frozenPanic, so that reraised knows it.
 func frozenGoexitPanic() {
 	defer frozenPanic()
 	runtime.Goexit()
 }
 
-// yieldReturn ends, on the resume, a weft.Yield whose frame the capture
-// left out (stackState.leave), when the freeze of an enclosing continuation
-// failed or the continuation was abandoned: arch.Thaw calls it as if the
-// frame that called Yield had called it where Yield returns, so its
-// results are Yield's. It does what Yield would have done after its
-// capture "returned": report the failed freeze, or unwind. (Otherwise
-// Thaw continues that frame with Yield's usual results in the result
-// registers: thawYield.)
+// yieldReturn ends a weft.Yield whose frame the capture left out
+// (stackState.leave), on a resume after a failed freeze of an enclosing
+// continuation or after an abandonment. arch.Thaw calls it as if Yield's
+// caller had called it where Yield returns, so its results are Yield's.
+// It reports the failed freeze, or unwinds. Every other resume continues
+// that frame with Yield's usual results in the result registers
+// (thawYield).
 func yieldReturn() (*Cont, *pinning.Error) {
 	c := contOf(gls.Current())
 	s, t := &c.stack, c.target
@@ -193,12 +192,12 @@ func yieldReturn() (*Cont, *pinning.Error) {
 	return t, nil
 }
 
-// How the host thaws the next record (stackState.mode): thawResume continues
-// its innermost frame as if its call (to capture) had returned nil;
-// thawYield as if its call to Yield, which the capture left out, had
-// returned the continuation it suspended and nil; the others call a
-// function from it, as if that frame had called it, whose entry is in
-// rethrowPCs (arch.Thaw's rethrow).
+// How the host thaws the next record (stackState.mode). thawResume
+// continues its innermost frame as if its call to capture had returned
+// nil. thawYield continues it as if its call to Yield, which the capture
+// left out, had returned the continuation it suspended and nil. The others
+// call a function from that frame, as if it had called it. Their entries
+// are in rethrowPCs (arch.Thaw's rethrow).
 const (
 	thawResume uint8 = iota
 	thawYield
@@ -218,10 +217,10 @@ var rethrowPCs = [...]uintptr{
 }
 
 // aborted ends c, whose body panicked or called runtime.Goexit while
-// mount ran it: it unbinds c if it is still bound (the unwinding may
-// have begun between an unbinding and the next binding, in a yield to an
-// enclosing scope), and hands on the panic c's barrier recorded. Only
-// mount's deferred call calls it, on the calling goroutine.
+// mount ran it. It unbinds c if c is still bound, and hands on the panic
+// c's barrier recorded. c may be unbound already: in a yield to an
+// enclosing scope, the unwinding may begin between an unbinding and the
+// next binding. Only mount's deferred call calls it.
 //
 //go:noinline
 func (c *Cont) aborted() {
@@ -236,14 +235,13 @@ func (c *Cont) aborted() {
 }
 
 // handCrossed gives the panic c's barrier recorded (stackRare.crossed) to
-// the continuation whose body mounted c, as c ends by a panic: if that
-// panic is the one raised again at c's barrier, it goes on into the
-// parent's frames, and may reach the parent's barrier raised again, as
-// far as that barrier can tell. It also keeps it for the deferred calls
-// of Run's caller, which see it raised again too, without the frames
-// where it began: c.pt, which this backend does not otherwise use, holds
-// it past finish (which drops c.stack.rare) for barrierPanicStack, as the
-// portable backend keeps the panic that ended a body for Run's caller.
+// the continuation whose body mounted c, as c ends by a panic. That panic,
+// raised again at c's barrier, goes on into the parent's frames. It may
+// reach the parent's barrier, which must know it too. handCrossed also
+// keeps it for the deferred calls of Run's caller, which see it raised
+// again, without the frames where it began. c.pt holds it past finish
+// (which drops c.stack.rare) for barrierPanicStack; this backend has no
+// other use for c.pt. The portable backend keeps such a panic the same way.
 func (c *Cont) handCrossed() {
 	r, p := c.stack.rare, c.parentC
 	if r == nil || r.crossedStack == nil {

@@ -6,26 +6,21 @@ import (
 	"github.com/weftrt/weft/internal/proflabel"
 )
 
-// A continuation's body has pprof labels of its own, as a goroutine has:
-// it starts with those of the goroutine that created its record (NewCont,
-// or Reset for a new body), as a go statement's goroutine and iter.Pull's
-// body start with their creator's; labels it sets (pprof.Do,
-// pprof.SetGoroutineLabels) stay with it across yields, whoever resumes
-// it; and the goroutine that called Run has its own back when Run
-// returns, by a yield, a return, a panic or runtime.Goexit. The record
-// keeps them (countedCont.labels) from its creation, and each backend
-// hands them to the body: the portable one as the body goroutine starts
-// (its goroutine keeps them from then on), the stack-copying one at each
-// mount and unmount (labels_stackcopy_amd64.go), the body running on the
-// goroutine that called Run. Without this, on the stack-copying backend a
-// body that set labels and yielded left them on its caller, a body resumed
-// elsewhere ran under that goroutine's, and a pprof.Do around a yield put
-// the first goroutine's labels on the second when it returned; and a
-// body's first labels were those of its first Run's caller on both.
+// A continuation's body has pprof labels of its own, as a goroutine has.
+// It starts with the labels of the goroutine that created its record
+// (NewCont, or Reset for a new body), as a go statement's goroutine does.
+// Labels it sets (pprof.Do, pprof.SetGoroutineLabels) stay with it across
+// yields, whoever resumes it. The goroutine that called Run has its own
+// back when Run returns, however it returns.
+//
+// The record keeps the body's labels (countedCont.labels). The portable
+// backend hands them to the body goroutine as it starts. The stack-copying
+// backend puts them on the goroutine at each mount and takes them back at
+// each unmount (labels_stackcopy_amd64.go).
 //
 // Only counted records (NewCont) carry labels, in the counters'
 // allocation. Uncounted ones, and those marked LeaveLabels, leave labels
-// to their executor: the scheduler gives each virtual thread its own.
+// to their executor. The scheduler gives each virtual thread its own.
 
 // createLabels gives the new body of a reset record, a counted one, the
 // calling goroutine's labels, unless c leaves labels to its executor.
@@ -37,10 +32,10 @@ func (c *Cont) createLabels() {
 	}
 }
 
-// startLabels gives the portable backend's body goroutine, as it starts,
-// the labels c's record keeps for its body, in place of those it
-// inherited from the goroutine that first ran c; its goroutine keeps them
-// from then on, and the record drops them.
+// startLabels gives the portable backend's body goroutine the labels c's
+// record keeps for its body, as the goroutine starts. They replace those
+// it inherited from the goroutine that first ran c. The body goroutine
+// keeps them from then on, and the record drops them.
 func (c *Cont) startLabels() {
 	if !c.counted {
 		return

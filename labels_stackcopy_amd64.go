@@ -8,19 +8,16 @@ import (
 	"github.com/weftrt/weft/internal/proflabel"
 )
 
-// On this backend a continuation's body runs on the goroutine that calls
-// Run, whose g holds the pprof labels the CPU profiler's signal handler
-// and the goroutine profile read: a record that carries its body's labels
-// (labels.go) has them put in that g at each mount and taken back at the
-// unmount.
+// A body runs on the goroutine that calls Run, and that goroutine's g
+// holds the labels the profilers read. So a record that carries its body's
+// labels (labels.go) puts them in that g at each mount. The unmount takes
+// them back.
 
-// mountLabels puts the labels of c's body, a counted record, on the
-// calling goroutine as c is mounted, and keeps outer, the goroutine's own,
-// for unmount to put back. A record that leaves labels to its executor
-// does neither. Its callers check c.counted first (an uncounted record, a
-// virtual thread's, pays a test), and mount calls it only if outer is
-// not already both the body's labels and the ones kept (none, say, when
-// no labels are in use).
+// mountLabels puts the labels of c's body on the calling goroutine as c
+// is mounted. It keeps outer, the goroutine's own, for unmount to put
+// back. c is a counted record; one that leaves labels to its executor is
+// left alone. mount skips the call when outer is both the body's labels
+// and the ones kept (none, when no labels are in use).
 //
 //go:noinline
 func (c *Cont) mountLabels(outer unsafe.Pointer) {
@@ -36,10 +33,9 @@ func (c *Cont) mountLabels(outer unsafe.Pointer) {
 	}
 }
 
-// unmountLabels is unmount's part for a counted record whose goroutine
-// has labels, now, other than those mountLabels found on it or other than
-// the body's: now are kept as the body's, and the goroutine has its own
-// back.
+// unmountLabels is unmount's part for a counted record. The goroutine's
+// labels, now, differ from those mountLabels found or from the body's.
+// now are kept as the body's, and the goroutine gets its own back.
 //
 //go:noinline
 func (c *Cont) unmountLabels(now unsafe.Pointer) {
