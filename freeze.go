@@ -11,11 +11,11 @@ import (
 	"github.com/weftrt/weft/scope"
 )
 
-// This file is the yield path shared by both backends: find the
-// continuation a Yield names, decide whether it may be suspended, and
-// suspend it with every continuation nested inside it. The stack-copying
-// freeze driver is in freeze_amd64.go, the copy itself in capture_amd64.go;
-// the portable backend parks the body goroutine (portable.go).
+// This file is the yield path shared by both backends. It finds the
+// continuation a Yield names and decides whether it may be suspended. It
+// suspends it with every continuation nested inside it. The stack-copying
+// freeze is in freeze_amd64.go; the portable backend parks the body
+// goroutine (portable.go).
 
 // Yield suspends the innermost continuation of scope s mounted on the
 // calling goroutine, and every continuation nested inside it, and returns
@@ -34,12 +34,11 @@ import (
 //
 //go:noinline
 func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
-	// The region starts at this frame's caller, which a resume continues
-	// as if this call had returned: no frame of the engine is frozen with
-	// the continuation, copied on a round trip, or returned through. The
-	// results are made by the resume (stackState.prepareThaw: thawYield, or
-	// yieldReturn), in the caller's frame where this call returns. leave
-	// returns only if nothing was suspended.
+	// The region starts at this frame's caller. A resume continues it as
+	// if this call had returned, so no frame of the engine is frozen,
+	// copied or returned through. The resume makes the results, in the
+	// caller's frame (stackState.prepareThaw: thawYield, or yieldReturn).
+	// leave returns only if nothing was suspended.
 	g := rt.CurG()
 	l := gls.CurrentG(unsafe.Pointer(g))
 	if cur := contOf(l); useStackCopy && l != nil && cur.scope == s && l.PinCount() == 0 &&
@@ -61,12 +60,11 @@ func Yield(s *scope.Scope) (*Cont, *pinning.Error) {
 	return t, t.pinnedFrom(pe)
 }
 
-// yieldChecks is Yield for every yield but the usual one, given the
-// calling goroutine's innermost continuation record l (nil if none): it
-// panics, unwinds or returns the results (capture false) as Yield
-// documents, and on the portable backend suspends; or it returns the
-// continuation cur that Yield is to capture from its caller's frame, and
-// the target t of the yield (capture true).
+// yieldChecks is Yield for every yield but the usual one. l is the
+// calling goroutine's innermost continuation record, nil if none. With
+// capture false, it has panicked, unwound, or made Yield's results; on the
+// portable backend it has suspended. With capture true, Yield is to
+// capture cur from its caller's frame, for a yield to t.
 //
 //go:noinline
 func yieldChecks(s *scope.Scope, l *gls.Local) (cur, t *Cont, perr *pinning.Error, capture bool) {
@@ -130,18 +128,15 @@ func yieldChecks(s *scope.Scope, l *gls.Local) (cur, t *Cont, perr *pinning.Erro
 	return cur, t, nil, false
 }
 
-// The functions below build errors off the hot path, so that their frames
-// do not enlarge Yield's, which every suspended body carries on its stack.
+// The functions below build errors off the hot path. Their frames do not
+// enlarge Yield's.
 
 // enclosingCancelled reports whether a continuation enclosing cur, up to
-// t, is an abandoned one unwinding (stCancelling): a yield from cur to t
+// t, is an abandoned one unwinding (stCancelling). A yield from cur to t
 // would suspend it, and nobody can resume it. A deferred call of such a
-// continuation that runs a nested one can get here. The portable backend
-// would park the bodies and have the unwinding cancel them; the
-// stack-copying one cannot freeze the unwinding frames (runtime.Goexit is
-// a runtime frame) and would take the yield for a pinned one, calling the
-// onPinned handler of a continuation whose handle is gone. Yield unwinds
-// instead, on both.
+// continuation that runs a nested one gets here. Yield then unwinds, on
+// both backends. The stack-copying backend cannot freeze the unwinding
+// frames: runtime.Goexit is a runtime frame.
 //
 //go:noinline
 func enclosingCancelled(cur, t *Cont) bool {
@@ -177,9 +172,9 @@ func (t *Cont) pinnedYield(r pinning.Reason, pc uintptr) *pinning.Error {
 }
 
 // SetPinnedHandler makes h run, inside Yield, for every pinned yield that
-// names c, before Yield returns the error: for an API that handles pinned
-// yields itself (package continuation calls its onPinned handler). h may
-// panic. It must not be changed while c is running.
+// names c, before Yield returns the error. It is for an API that handles
+// pinned yields itself (package continuation calls its onPinned handler).
+// h may panic. It must not be changed while c is running.
 func (c *Cont) SetPinnedHandler(h func(c *Cont, perr *pinning.Error)) { c.onPinned = h }
 
 //go:noinline

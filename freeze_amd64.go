@@ -10,16 +10,16 @@ import (
 	"github.com/weftrt/weft/pinning"
 )
 
-// This file is the stack-copying freeze: capture a continuation's region,
-// then jump back to its arch.Enter, or report why nothing was suspended.
-// The resume "returns" from the capture again. capture's fast path
-// (fastCapture, with a template) and the copy (snapshot) are here; the
-// general walk is in capture_amd64.go, the templates in template_amd64.go.
+// This file is the stack-copying freeze. It captures a continuation's
+// region, then jumps back to its arch.Enter, or reports why nothing was
+// suspended. The resume "returns" from the capture again. capture's fast
+// path (fastCapture) and the copy (snapshot) are here. The general walk is
+// in capture_amd64.go, the templates in template_amd64.go.
 
-// stackYield suspends the running stackState: it captures the frames from its own
-// up to arch.Enter's and jumps back. When the continuation is thawed, the
-// capture call "returns" again, with c.resumed set, and stackYield returns.
-// It returns false, suspending nothing, if the region cannot be captured.
+// stackYield suspends the running stackState. It captures the frames from
+// its own up to arch.Enter's and jumps back. On the thaw the capture call
+// "returns" again, with c.resumed set, and stackYield returns true. It
+// returns false, suspending nothing, if the region cannot be captured.
 //
 //go:noinline
 func stackYield(c *stackState) bool {
@@ -37,12 +37,12 @@ func stackYield(c *stackState) bool {
 	panic("unreachable: arch.JumpBack returned")
 }
 
-// settle finishes a capture that its caller made of its own frame (the
-// capture call is settle's argument). Right after the capture it jumps
-// back, the region being frozen, or reports why nothing was suspended.
-// When the region is thawed and the capture call "returns" again, it
-// reports why the continuation was resumed: cancelled if it was abandoned
-// and must unwind, pe if the freeze of an enclosing continuation failed.
+// settle finishes a capture that its caller made of its own frame; the
+// capture call is settle's argument. Right after the capture it jumps
+// back, or reports why nothing was suspended. On the thaw the capture
+// call "returns" again, and settle reports why the continuation resumed.
+// cancelled: it was abandoned and must unwind. pe: the freeze of an
+// enclosing continuation failed.
 func (s *stackState) settle(err error) (cancelled bool, pe *errPinned) {
 	if s.resumed {
 		s.resumed = false
@@ -59,11 +59,10 @@ func (s *stackState) settle(err error) (cancelled bool, pe *errPinned) {
 	panic("unreachable: arch.JumpBack returned")
 }
 
-// leave finishes a capture that weft.Yield made from its caller's frame
-// (the capture call is leave's argument): it jumps back, the region being
-// frozen, or reports why nothing was suspended. The capture call never
-// "returns" again: the resume continues the caller of Yield through
-// yieldReturn.
+// leave finishes a capture that weft.Yield made from its caller's frame;
+// the capture call is leave's argument. It jumps back, or reports why
+// nothing was suspended. The capture call never "returns" again. The
+// resume continues Yield's caller instead (thawYield, yieldReturn).
 func (s *stackState) leave(err error) *errPinned {
 	if err != nil {
 		return refused(err)
@@ -73,11 +72,10 @@ func (s *stackState) leave(err error) *errPinned {
 	panic("unreachable: arch.JumpBack returned")
 }
 
-// countYields counts, once the whole freeze has succeeded, a yield of c
-// and of every continuation suspended inside it. (Each capture counted
-// what it froze as it froze it: a freeze that fails in an enclosing
-// continuation after the inner ones were captured still copied their
-// frames, and thaws them back.)
+// countYields counts a yield of c and of every continuation suspended
+// inside it, once the whole freeze has succeeded. Each capture counts the
+// frames it froze itself: a freeze that fails in an enclosing continuation
+// has still copied the inner ones, and thaws them back.
 func (c *Cont) countYields() {
 	for x := c; x != nil; x = x.child {
 		if n := x.counters(); n != nil {
@@ -86,13 +84,12 @@ func (c *Cont) countYields() {
 	}
 }
 
-// freezeNested freezes c, from its caller's frame up to c's return barrier or
-// entry trampoline, as part of a yield to t that an inner continuation
-// made, and returns when c is thawed: cancelled if c was abandoned
-// meanwhile and must unwind. If c cannot be frozen, it returns at once
-// with the reason, and nothing is suspended. weft.Yield freezes the
-// continuation it suspends first from its own caller's frame instead
-// (stackState.leave).
+// freezeNested freezes c, from its caller's frame up to c's return barrier
+// or entry trampoline, for an inner continuation's yield to t. It returns
+// when c is thawed: cancelled if c was abandoned meanwhile and must
+// unwind. If c cannot be frozen, it returns at once with the reason, and
+// nothing is suspended. Yield freezes the innermost continuation from its
+// own caller's frame instead (stackState.leave).
 //
 //go:noinline
 func (c *Cont) freezeNested(t *Cont) (cancelled bool, pe *errPinned) {
@@ -128,24 +125,24 @@ func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error {
 	return t.pinnedYield(pe.reason, pe.pc)
 }
 
-// capture freezes into c the frames from its caller's frame (which
-// continues right after this call) up to, not including, the innermost
-// frame of the function whose entry PC is boundary, or of arch.Thaw, the
-// return barrier under frames thawed from c. With skip, the region starts
-// at the caller's caller instead, which continues where the caller returns:
-// the caller is weft.Yield, whose frame holds nothing a resume needs (its
-// results are made by yieldReturn), so a suspended continuation does not
-// keep it and a round trip does not copy it. Frames above a barrier are
-// pushed as new records on top of those still frozen; frames above boundary
-// replace c's records. It returns an *errPinned if the region cannot be
-// frozen, and another error if the walk finds no boundary frame; c is
-// unchanged then. If n is not nil, a capture that succeeds counts what it
-// froze there: the counters of the continuation whose record holds c.
+// capture freezes into c the frames from its caller's frame up to the
+// boundary, not included. The caller's frame continues right after this
+// call. The boundary is the innermost frame of the function whose entry
+// PC is boundary, or of arch.Thaw, the return barrier under frames thawed
+// from c. With skip, the region starts at the caller's caller, which
+// continues where the caller returns. The caller is then weft.Yield, whose
+// frame holds nothing a resume needs: it is neither kept nor copied.
 //
-// The stack may move whenever capture calls anything, so it keeps
-// positions either as unsafe.Pointers in its own frame (which the runtime
-// relocates with the stack) or as offsets, and compares raw stack addresses
-// only with bounds computed in the same stretch of code without calls.
+// Frames above a barrier become new records on top of those still frozen.
+// Frames above boundary replace c's records. capture returns an
+// *errPinned if the region cannot be frozen, and another error if the
+// walk finds no boundary frame; c is unchanged then. A capture that
+// succeeds counts what it froze in n, if n is not nil.
+//
+// The stack may move whenever capture calls anything. So capture keeps
+// positions as unsafe.Pointers in its own frame, which the runtime
+// relocates, or as offsets. It compares raw stack addresses only with
+// bounds computed in the same stretch of code without calls.
 //
 //go:noinline
 func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
@@ -181,19 +178,18 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 }
 
 // fastCapture captures the region above the return barrier with the
-// template t, given capture's own PC and SP and whether it leaves out its
-// caller's frame. It reports false, having committed nothing, if the region
-// does not match t or holds something t does not cover; the general path
-// then captures it.
+// template t. pc and sp are capture's own; skip says whether capture
+// leaves out its caller's frame. It reports false, having committed
+// nothing, if the region does not match t or holds something t does not
+// cover. The general path then captures it.
 //
 // It keeps design.md invariants 1 to 4 as captureIn does. t's chain of
-// PCs fixes the frames (1); a live word pointing into the stack, or a
-// defer record, sends the region to the general path (2, 3). No call
-// that could move the stack lies between the walk and the copy (4):
-// snapshot is nosplit, and pointers are re-read from the live stack
-// through base. It addresses the chunk's arrays by pointer arithmetic,
-// within the bounds its room check has established: every index comes
-// from t, made for a record of t's size.
+// PCs fixes the frames (1). A live word pointing into the stack, or a
+// defer record, sends the region to the general path (2, 3). No call that
+// could move the stack lies between the walk and the copy (4): snapshot
+// is nosplit, and pointers are read again from the live stack through
+// base. Every index into the chunk's arrays comes from t, made for a
+// record of t's size, and lies within the room checked first.
 func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Pointer, skip bool) bool {
 	if pc != t.selfPC || skip != (t.skipPC != 0) {
 		return false
@@ -279,27 +275,22 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	return true
 }
 
-// snapshot copies n stack words from base to dst and returns base and
-// g's stack bounds as integers, all at one stack position (design.md
-// invariant 4):
-// it is a nosplit function of its own (not inlined, so that the property
-// holds whatever its caller looks like), so the stack cannot grow while it
-// runs, and no safe point inside it may shrink the stack (only an
-// asynchronous preemption can stop it, and the runtime never moves a stack
-// stopped asynchronously). The race detector and checkptr would insert
-// calls into the loop, so both are off here.
+// snapshot copies n stack words from base to dst. It returns base and g's
+// stack bounds as integers, all at one stack position (design.md
+// invariant 4). It is a nosplit function of its own, never inlined, so the
+// stack cannot grow while it runs. Only an asynchronous preemption can
+// stop it, and the runtime never moves a stack stopped so. The race
+// detector and checkptr would insert calls, so both are off here.
 //
 //go:noinline
 //go:nosplit
 //go:norace
 //go:nocheckptr
 func snapshot(dst unsafe.Pointer, n int, base unsafe.Pointer, g *rt.G) (lo, gLo, gHi uintptr) {
-	// copy compiles to a call of runtime.memmove, which is nosplit and
-	// has no safe point: a word-at-a-time loop took twice the
-	// instructions. The slices are of array pointers, which costs a
-	// bounds check each where unsafe.Slice checks its length for
-	// overflow and nil: n is at most a stack's words (the runtime's
-	// stacks stop at 1 GB on 64-bit systems, an eighth of maxWords).
+	// copy calls runtime.memmove, which is nosplit and has no safe
+	// point. The slices are of array pointers: n is at most a stack's
+	// words, and the runtime's stacks stop at 1 GB on 64-bit systems,
+	// an eighth of maxWords.
 	copy((*[maxWords]uintptr)(dst)[:n:n], (*[maxWords]uintptr)(base)[:n:n])
 	return uintptr(base), g.StackLo, g.StackHi
 }

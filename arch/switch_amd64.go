@@ -21,20 +21,20 @@ import (
 //	the frames of the last record thawed, outermost first
 //
 // The outermost frame of every record thawed returns into Thaw, at
-// BarrierPC: Thaw then copies the next record beneath itself and jumps into
-// it, with the result registers of the frame that returned, or returns
-// when there are no records left.
+// BarrierPC. Thaw then copies the next record beneath itself and jumps
+// into it, with the result registers of the frame that returned. With no
+// records left, it returns.
 
 // Link is the part of a continuation's chunk that the assembly reads and
 // writes. The engine embeds it first in its chunk.
 //
-// The chunk's records lie in Mem, the innermost last: MemTop words are in
-// use, and the last RecordHeaderWords words of the last record are its
-// header (RecordHeader, in record_amd64.go).
-// A record holds the image of a run of frames, innermost first, then its
-// tables as uint32s: where each of its NP pointers goes (word indexes),
-// then NR (word index, byte offset) pairs of references into the record.
-// The record's pointers are the last NP of the PtrTop in Ptrs.
+// The chunk's records lie in Mem, the innermost last, in its first MemTop
+// words. The last RecordHeaderWords words of a record are its header
+// (RecordHeader, in record_amd64.go). A record holds the image of a run of
+// frames, innermost first, then its tables as uint32s. The tables give
+// the word index of each of its NP pointers, then NR (word index, byte
+// offset) pairs of references into the record. The record's pointers are
+// the last NP of the PtrTop in Ptrs.
 type Link struct {
 	// TopOff is Enter's SP as an offset below the goroutine's stack top,
 	// set by Enter on every call: JumpBack returns there.
@@ -62,20 +62,21 @@ const ThawHeadroom = 2048
 //go:noescape
 func Enter(l *Link, fn func())
 
-// Thaw copies l's last record beneath its own frame and continues its
-// innermost frame: as if that frame's call had returned ret in the first
-// result register and zeros in the others if rethrow is 0 (a nil ret is
-// a nil error, as a capture returns; weft gives a resumed Yield its first
-// result so), or else by calling rethrow from it, the ABIInternal entry of
-// a function without arguments, as if the frame had called it where it
-// continues; if that function returns, the frame continues with its
-// results in the result registers (weft's yieldReturn makes the results
-// of a Yield so when they are not the usual ones). The record's
-// outermost frame returns into Thaw, which thaws the next record the same
-// way, with the result registers that frame returned, and so on; Thaw
-// returns when a frame returns into it and l has no records left. When
-// the goroutine's stack is too small for a record it grows it without a
-// safe point at which the runtime could scan the stack (see growPinned).
+// Thaw copies l's last record beneath its own frame and continues the
+// record's innermost frame. With rethrow 0, the frame continues as if its
+// call had returned ret in the first result register and zeros in the
+// others. A nil ret is a nil error, as a capture returns; weft passes a
+// resumed Yield's first result so. Otherwise rethrow is the ABIInternal
+// entry of a function without arguments. The frame continues by calling
+// it, as if it had called it there. If it returns, the frame continues
+// with its results in the result registers (weft's yieldReturn makes
+// Yield's results so).
+//
+// The record's outermost frame returns into Thaw, which thaws the next
+// record the same way, with the result registers that frame returned.
+// Thaw returns when a frame returns into it and l has no records left. A
+// stack too small for a record is grown without a safe point at which the
+// runtime could scan it (growPinned).
 //
 //go:noescape
 func Thaw(l *Link, rethrow uintptr, ret unsafe.Pointer)
@@ -91,8 +92,8 @@ func thawPop()
 func thawShort()
 
 // StackRoom returns how many bytes of stack the calling goroutine has
-// below its caller's frame: one call, where Go code needs a call to
-// GPointer and a frame of its own to take an address in.
+// below its caller's frame. It is assembly: in Go it needs a call to
+// GPointer and a frame of its own.
 func StackRoom() uintptr
 
 // EnterPC returns the entry PC of Enter: the boundary of a region whose
@@ -104,14 +105,14 @@ func EnterPC() uintptr
 func ThawPC() uintptr
 
 // growPinned grows the goroutine's stack to have n bytes below the
-// caller's frame. Thaw calls it when a record does not fit, holding the
-// result registers of a frame that returned into it, whose pointers the
-// garbage collector cannot see. So nothing may scan the stack meanwhile:
-// it is nosplit (no stack check, and the compiler marks every instruction
-// of a nosplit function an unsafe point, so no asynchronous preemption
-// either), and it raises m.locks before calling anything that may grow
-// the stack, so that newstack refuses to preempt, and the garbage
-// collector, which must stop the goroutine to scan it, waits.
+// caller's frame. Nothing may scan the stack meanwhile. Thaw calls it when
+// a record does not fit, and holds the result registers of a frame that
+// returned into it: the collector cannot see their pointers. growPinned is
+// nosplit, so it has no stack check, and every instruction is an unsafe
+// point: no asynchronous preemption either. It raises m.locks before it
+// calls anything that may grow the stack. newstack then refuses to
+// preempt, and the collector, which must stop the goroutine to scan it,
+// waits.
 //
 //go:nosplit
 func growPinned(n uintptr) {
