@@ -68,10 +68,8 @@ const templateCacheBits = 8
 
 // templateCache holds templates by a hash of their chain of PCs. Like
 // descCache it holds only facts about the binary's code. Each set holds
-// two, the newer first, so that two chains whose hashes collide (a loop
-// that parks in a read, then in a write) do not evict each other on every
-// capture: with one template per slot they did, and every such capture
-// took the general path.
+// two, the newer first. So two chains whose hashes collide (a loop that
+// parks in a read, then in a write) do not evict each other.
 var templateCache [1 << templateCacheBits]templateSet
 
 // templateSet is a set of the template cache.

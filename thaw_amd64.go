@@ -11,10 +11,10 @@ import (
 	"github.com/weftrt/weft/internal/rt"
 )
 
-// This file is the stack-copying backend's mount loop: Run enters or
-// thaws a continuation on the calling goroutine, and a yield to an
-// enclosing scope freezes each continuation on the way out into its own
-// chunk, innermost first.
+// This file is the stack-copying backend's mount loop. Run enters or
+// thaws a continuation on the calling goroutine. A yield to an enclosing
+// scope freezes each continuation on the way out into its own chunk,
+// innermost first.
 //
 // The calling goroutine's stack, while continuation B runs nested in A,
 // both resumed at least once:
@@ -23,13 +23,13 @@ import (
 //	A's body ... B.Run, mount, arch.Enter, host, arch.Thaw           (B's boundary)
 //	B's body ... (weft.Yield, capture: not part of the region)
 //
-// (Before a continuation's first yield its body is called by arch.Enter
-// directly, which is then the boundary.) A yield to A's scope captures B's
-// region (the frames above B's barrier) into B's chunk and jumps back to
-// B's arch.Enter. B's mount sees that the yield named A, and suspends A
-// from where it stands (freezeNested): A's region now ends in B's mount,
-// and goes into A's chunk. Resuming A thaws A's innermost record; B's
-// mount then continues its loop and thaws B's, and B's Yield returns.
+// Before a continuation's first yield, arch.Enter calls its body directly
+// and is the boundary. A yield to A's scope captures B's region, the
+// frames above B's barrier, into B's chunk and jumps back to B's
+// arch.Enter. B's mount sees that the yield named A, and suspends A from
+// where it stands (freezeNested). A's region now ends in B's mount, and
+// goes into A's chunk. Resuming A thaws A's innermost record. B's mount
+// then continues its loop and thaws B's, and B's Yield returns.
 
 // stackCopyBuilt reports whether this build has the stack-copying backend.
 const stackCopyBuilt = true
@@ -37,20 +37,18 @@ const stackCopyBuilt = true
 // mount is the one mount loop of the stack-copying backend. It runs c on
 // the calling goroutine until c's body ends or c yields to its own scope.
 // Run calls it; on the portable backend it only calls acquire. Abandon
-// calls it, with owner abandoning{}, on a fresh goroutine for c, which it
-// has moved to cancelling and marked abandoned (stackRare.abandoned). c's
-// Yield then unwinds c's frames, and mount finishes c however the
-// unwinding ends.
+// calls it with owner abandoning{}, on a fresh goroutine. c is then
+// cancelling and marked abandoned (stackRare.abandoned). c's Yield
+// unwinds c's frames, and mount finishes c however the unwinding ends.
 //
-// Run inlines, so no frame lies between Run's caller and mount. After
-// every yield, arch.JumpBack arrives in arch.Enter by a jump. Each frame
-// between Enter and Run's caller is then returned through with the CPU's
-// return prediction wrong: the fewer frames there, the faster a round trip.
+// No frame lies between Run's caller and mount: Run inlines. After every
+// yield, arch.JumpBack arrives in arch.Enter by a jump, and each frame
+// from Enter to Run's caller returns with the CPU's return prediction
+// wrong. Fewer frames there make a round trip faster.
 //
-// Each pass binds c to the goroutine (gls.SlotG and Slot.Push, with the
-// goroutine's g) and sets c.parentC to the
-// record it replaced. So c.parentC's Local is always what the unbinding
-// puts back (aborted relies on it).
+// Each pass binds c to the goroutine (gls.SlotG and Slot.Push) and sets
+// c.parentC to the record it replaced. So c.parentC's Local is always what
+// the unbinding puts back (aborted relies on it).
 //
 //go:noinline
 func (c *Cont) mount(owner any) {
@@ -107,8 +105,8 @@ mounted:
 				s.rethrowLoop()
 			}
 		}
-		// unmount, written out: a call costs more than an uncounted
-		// record's unmount.
+		// unmount, written out: an uncounted record's unmount is cheaper
+		// than a call.
 		if c.counted {
 			c.unmountCounted()
 		}
