@@ -37,19 +37,18 @@ type stackState struct {
 }
 
 // maxKeptArrays bounds the bytes of stack-chunk arrays that a finished
-// record keeps for a Reset: a record that froze a deep stack once gives
-// its arrays back, rather than holding them for bodies that may never
-// need them.
+// record keeps for a Reset. A record that froze a deep stack once gives
+// its arrays back, rather than hold them for bodies that may never need
+// them.
 const maxKeptArrays = 2 << 10
 
 // finished drops what the record of a finished continuation no longer
-// needs: everything, or with keep everything but the chunk's arrays (if
-// at most maxKeptArrays bytes), emptied of every pointer they held, the
-// host closure and the body, for a Reset (which leaves them in place, and
-// the body too if it is the same: an executor resets its records to its
-// one body, and the pointer is then not stored twice per reuse, once nil
-// and once again, each store with its write barrier while the collector
-// marks).
+// needs. Without keep, it drops everything. With keep, it keeps for a
+// Reset the chunk's arrays (up to maxKeptArrays bytes), emptied of every
+// pointer, the host closure and the body. Reset leaves them in place, and
+// the body too if it is the same. An executor resets its records to its
+// one body, so the pointer is not stored twice per reuse, each store with
+// a write barrier while the collector marks.
 func (c *stackState) finished(keep bool) {
 	k := &c.chunk
 	if !keep || (uintptr(k.memLen)+uintptr(k.ptrsLen))*wordSize > maxKeptArrays {
@@ -79,8 +78,8 @@ func (c *stackState) finished(keep bool) {
 	c.resumed, c.elided, c.done, c.cancel = false, false, false, false
 }
 
-// stackRare is the part of a stackState that only a refused yield or a panic at
-// the return barrier needs.
+// stackRare is the part of a stackState that only a refused yield or a
+// panic at the return barrier needs.
 type stackRare struct {
 	err error // why the last yield could not suspend (stackYield)
 
@@ -132,17 +131,16 @@ func (c *stackState) refusal() error {
 }
 
 // bump adds n to a counter of a continuation that the calling goroutine
-// has mounted: the counter's only writer. It is a plain load and store,
-// not a locked add (a round trip bumps six counters); Stats reads the
-// counters with atomic loads, which on amd64 see either the old or the new
-// value of an aligned word.
+// has mounted. That goroutine is the counter's only writer, so a plain
+// load and store suffice. Stats reads the counters with atomic loads,
+// which on amd64 see either the old or the new value of an aligned word.
 func bump(p *atomic.Uint64, n uint64) {
 	w := (*uint64)(unsafe.Pointer(p))
 	*w += n
 }
 
-// froze counts a capture of frames frames and bytes bytes of stack, which
-// took the fast path if templated, if n is not nil.
+// froze counts, if n is not nil, a capture of frames frames and bytes
+// bytes of stack; templated says it took the fast path.
 func (n *counters) froze(frames int, bytes uintptr, templated bool) {
 	if n == nil {
 		return

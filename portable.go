@@ -13,16 +13,16 @@ import (
 )
 
 // The portable backend runs each continuation's body on a goroutine of its
-// own, created by iter.Pull on the first Run, and switches to and from it
-// with the runtime's coroutine switch (runtime/coro.go), the cheapest
-// goroutine switch Go has. Run switches in; a yield switches out.
+// own, created by iter.Pull on the first Run. It switches to and from that
+// goroutine with the runtime's coroutine switch (runtime/coro.go). Run
+// switches in; a yield switches out.
 //
 // A switch into the body goroutine carries a request: resume the body, end
 // it (the continuation was abandoned), or report its frames (StackTrace).
 
-// portableState is what the portable backend keeps per continuation: the
-// body goroutine's coroutine and the request the next switch into it
-// carries.
+// portableState is what the portable backend keeps per continuation. It
+// holds the body goroutine's coroutine and the request the next switch
+// into it carries.
 type portableState struct {
 	next  func() (struct{}, bool)
 	yield func(struct{}) bool
@@ -100,15 +100,14 @@ func (c *Cont) start() {
 	})
 }
 
-// handLocks runs as the body goroutine ends, however it ends: if the body
-// locked its thread (runtime.LockOSThread) and did not undo it, or undid
-// locks it began with, it puts the goroutine's lock count back to base,
-// the count it began with, and records the difference for takeLocks. The
-// runtime's coroutine switch, which ends the goroutine, throws (a fatal
-// error, not a panic) if the thread locking differs from the coroutine's
-// creation; on the stack-copying backend the body runs on the goroutine
-// that called Run, which keeps the lock, and so it does here: takeLocks
-// makes the calls on that goroutine.
+// handLocks runs as the body goroutine ends, however it ends. The body
+// may have locked its thread (runtime.LockOSThread) and not undone it, or
+// undone locks it began with. handLocks then puts the goroutine's lock
+// count back to base, the count it began with, and records the difference
+// for takeLocks. The coroutine switch that ends the goroutine throws if
+// the thread locking differs from the coroutine's creation. On both
+// backends the goroutine that called Run keeps the body's lock changes:
+// here takeLocks makes them on that goroutine.
 func (p *portableState) handLocks(base uint32) {
 	for n := rt.CurLockCount(); n != base; {
 		if n > base {
@@ -176,12 +175,12 @@ func goexitPending() bool {
 	}
 }
 
-// raiseDuringGoexit raises v, a panic that ended a body goroutine during a
-// runtime.Goexit there, again on the goroutine that called Run, from a
-// deferred call of a Goexit of that goroutine's own, so that it behaves as
-// in plain Go: a frame that recovers it goes on exiting, and if nothing
-// does, it ends the goroutine as a panic. (iter.Pull, which carries a
-// panic or a Goexit to its caller, would carry only the panic.)
+// raiseDuringGoexit raises v again on the goroutine that called Run. v is
+// a panic that ended a body goroutine during a runtime.Goexit there. It is
+// raised from a deferred call of a Goexit of Run's goroutine, so it
+// behaves as in plain Go. A frame that recovers it goes on exiting; if
+// none does, it ends the goroutine as a panic. iter.Pull alone would carry
+// only the panic.
 func raiseDuringGoexit(v any) {
 	defer raisePanic(v)
 	runtime.Goexit()
@@ -197,9 +196,9 @@ func raisePanic(v any) { panic(v) }
 var raisePanicName = enginePrefix + "raisePanic"
 
 // keepPanic records the panic r that is ending the body goroutine, and
-// where it began: the stack of this goroutine now, unless r is the panic
-// a nested continuation's Run raised again here and handed down with its
-// own stack (handPanic), which is kept.
+// where it began. That is this goroutine's stack now, unless a nested
+// continuation's Run raised r again here and handed down its own stack
+// (handPanic). That stack is kept.
 func (p *portableState) keepPanic(r any) {
 	if p.panicStack == nil || !sameInterface(p.panicked, r) || !pullReraised() {
 		p.panicked, p.panicStack = r, debug.Stack()
@@ -220,8 +219,8 @@ func (c *Cont) handPanic() {
 	}
 }
 
-// ptPanicStack is PanicStack on the portable backend, which answers for a
-// panic that iter.Pull raised again on the calling goroutine: one that
+// ptPanicStack is PanicStack on the portable backend. It answers for a
+// panic that iter.Pull raised again on the calling goroutine. That panic
 // ended the body goroutine of c (asked from c's Run's caller) or of a
 // continuation nested in c (asked from c's body).
 func (c *Cont) ptPanicStack(v any) []byte {
@@ -232,13 +231,11 @@ func (c *Cont) ptPanicStack(v any) []byte {
 	return p.panicStack
 }
 
-// pullReraised reports whether the panic whose deferred calls are running
-// on the calling goroutine was raised again by a continuation's Run: by
-// iter.Pull's next function, which raises the panic that ended its
-// sequence's goroutine, called by switchIn, or by raisePanic, which raises
-// such a panic again during a Goexit (raiseDuringGoexit). (An iter.Pull of
-// the body's own raises panics too, which have no record here.) Only the
-// panic path calls it.
+// pullReraised reports whether a continuation's Run raised again the panic
+// whose deferred calls run on the calling goroutine. Two functions do:
+// iter.Pull's next function, called by switchIn, and raisePanic
+// (raiseDuringGoexit). An iter.Pull of the body's own raises panics too;
+// those have no record here. Only the panic path calls it.
 func pullReraised() bool {
 	raiser, caller, ok := panicRaiser()
 	return ok && (strings.HasPrefix(raiser.Function, "iter.Pull[") && caller.Function == switchInName ||
@@ -246,9 +243,9 @@ func pullReraised() bool {
 }
 
 // panicRaiser returns the frame that raised the panic whose deferred calls
-// are running on the calling goroutine (the frame under runtime.gopanic)
-// and that frame's caller, looking at the innermost 64 frames. Only the
-// panic path calls it.
+// run on the calling goroutine, and that frame's caller. The raiser is the
+// frame under runtime.gopanic, among the innermost 64. Only the panic path
+// calls it.
 func panicRaiser() (raiser, caller runtime.Frame, ok bool) {
 	var pcs [64]uintptr
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
@@ -300,13 +297,13 @@ func (c *Cont) park() (cancelled bool) {
 	}
 }
 
-// portableLocked reports a yield to t that the portable backend must refuse
-// because a goroutine it would park is running a cgo callback, and so is
-// locked to its OS thread: the runtime's coroutine switch kills the process
-// when a locked goroutine switches to one whose locking differs. It checks
-// the calling goroutine (cur's body) and the goroutines of the enclosing
-// continuations up to t, which recorded their state when they called Run.
-// Without cgo calls there is nothing to check.
+// portableLocked reports a yield to t that the portable backend must
+// refuse. A goroutine it would park is running a cgo callback, so it is
+// locked to its OS thread. The runtime's coroutine switch kills the
+// process when a locked goroutine switches to one whose locking differs.
+// It checks cur's body goroutine and those of the enclosing continuations
+// up to t, which recorded their state when they called Run. Without cgo
+// calls there is nothing to check.
 //
 //go:noinline
 func portableLocked(cur, t *Cont) *pinning.Error {
