@@ -80,10 +80,9 @@ type Stats struct {
 	// continuation's pinned frame refused has still copied the frames of
 	// the continuations inside it, and thawed them back: both count them.
 	// A resume also copies back the arguments of each record's outermost
-	// frame, words at the bottom of its caller's frame that the record
-	// carries and BytesFrozen does not count (a yield loop's top record
-	// has some on every round trip), so BytesThawed may exceed
-	// BytesFrozen by those words.
+	// frame. Those words lie at the bottom of its caller's frame; the
+	// record carries them, and BytesFrozen does not count them. So
+	// BytesThawed may exceed BytesFrozen by those words.
 	// All four stay zero on the portable backend, which does not copy
 	// stacks.
 	FramesFrozen, BytesFrozen uint64
@@ -173,19 +172,17 @@ type countedCont struct {
 	Cont
 	n counters
 
-	// labels are the body's pprof labels (labels.go): from the record's
-	// creation those of the goroutine that created it; on the
-	// stack-copying backend, where the body runs on the goroutine of
-	// whoever calls Run, the body's own while it is suspended, which
-	// mountLabels puts in that goroutine's g for the run and
-	// unmountLabels takes back (labels_stackcopy_amd64.go); on the
-	// portable one, where the body has a goroutine and labels of its own,
-	// nil once that goroutine has started with them. Nil unless the body
-	// has some, and once it has ended.
+	// labels are the body's pprof labels (labels.go). At the record's
+	// creation they are those of the goroutine that created it. On the
+	// stack-copying backend they are the body's own while it is
+	// suspended; mountLabels puts them in the g of Run's goroutine, and
+	// unmountLabels takes them back. On the portable backend they are nil
+	// once the body goroutine has started with them. They are nil when
+	// the body has none, and once it has ended.
 	labels unsafe.Pointer
-	// outer are the labels of the goroutine that mounted the record, to
-	// put back when it is unmounted; set while mounted, and kept after
-	// only while they are the body's too.
+	// outer are the labels of the goroutine that mounted the record, put
+	// back when it is unmounted. They are set while mounted, and kept
+	// after only while they are the body's too.
 	outer unsafe.Pointer
 	// leaveLabels: c's executor gives its bodies their labels, as the
 	// scheduler does for virtual threads (LeaveLabels); labels stays nil.
@@ -216,16 +213,16 @@ func (c *Cont) dropLabels() {
 }
 
 // LeaveLabels makes c's body run under the pprof labels of whichever
-// goroutine calls Run, and leave the labels it sets on that goroutine,
-// for an executor that gives its bodies labels itself, as the scheduler
-// gives each virtual thread its own. (By default a record from NewCont
-// carries its body's labels, as a goroutine has its own: the body starts
-// with those of the goroutine that created the record, keeps those it
-// sets across yields, and the goroutine calling Run has its own back when
-// Run returns (labels.go). NewUncountedCont's records always leave them.)
-// Call it before the first Run; it holds across Reset. On the portable
-// backend each body runs on a goroutine of its own, which then starts
-// with the labels of the goroutine that first runs it.
+// goroutine calls Run, and leave the labels it sets on that goroutine. It
+// is for an executor that gives its bodies labels itself, as the
+// scheduler gives each virtual thread its own. Call it before the first
+// Run; it holds across Reset. On the portable backend each body runs on a
+// goroutine of its own, which then starts with the labels of the
+// goroutine that first runs it.
+//
+// By default a record from NewCont carries its body's labels, as a
+// goroutine has its own (labels.go). NewUncountedCont's records always
+// leave them.
 func (c *Cont) LeaveLabels() {
 	if c.counted {
 		cc := (*countedCont)(unsafe.Pointer(c))
@@ -254,10 +251,11 @@ func NewCont(s *scope.Scope, body func()) *Cont {
 // allocation per record instead of 288, for an executor that
 // keeps many suspended continuations and reports no Stats of its own. The
 // record's Stats are always zero, and it stays uncounted across Reset.
-// Its body does not carry profiler labels of its own either: on the
-// stack-copying backend it runs under the labels of the goroutine that
-// calls Run and leaves the labels it sets there (LeaveLabels), which the
-// executor must save and restore around each Run, as the scheduler does.
+// Its body does not carry profiler labels of its own either
+// (LeaveLabels). On the stack-copying backend it runs under the labels of
+// the goroutine that calls Run, and leaves the labels it sets there. The
+// executor must save and restore them around each Run, as the scheduler
+// does.
 func NewUncountedCont(s *scope.Scope, body func()) *Cont {
 	checkNew("weft.NewUncountedCont", s, body)
 	c := &Cont{contHead: contHead{scope: s}}
@@ -277,20 +275,20 @@ func checkNew(fn string, s *scope.Scope, body func()) {
 }
 
 // Reset makes c, whose body has ended, a new continuation that runs body
-// delimited by s, as NewCont(s, body) (or NewUncountedCont, whichever made
-// c) would make, reusing c's record: an executor that starts many short
-// continuations keeps the records of the finished ones instead of
-// allocating one per start. Its counters start again from zero. A record
-// that has been reset once keeps, when its body ends, the arrays its frames
-// were frozen into (up to 2 KiB) and its return-barrier closure, so that
-// the next body after a Reset does not allocate them again, and its body
-// function (and what that closure refers to) until the next Reset.
+// delimited by s. It is what NewCont(s, body) or NewUncountedCont,
+// whichever made c, would make, in c's record. An executor that starts
+// many short continuations reuses the records of the finished ones. The
+// counters start again from zero. A record reset once keeps, when its body
+// ends, the arrays its frames were frozen into (up to 2 KiB) and its
+// return-barrier closure, for the next body. It also keeps its body
+// function, and what that closure refers to, until the next Reset.
 //
-// The caller must hold c exclusively: c's old identity ends at Reset, and
+// The caller must hold c exclusively. c's old identity ends at Reset:
 // nothing may use c as the continuation it was (Run, Stats, Owner) after
-// it. Reset panics with an error wrapping ErrNotDone if c has not ended
-// (it is new, suspended or mounted, or its body is still unwinding after
-// an abandonment), and as NewCont does if s or body is nil.
+// it. Reset panics with an error wrapping ErrNotDone if c has not ended.
+// A new, suspended or mounted continuation has not ended, nor one whose
+// body is still unwinding after an abandonment. Reset panics as NewCont
+// does if s or body is nil.
 func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if s == nil {
 		panic("weft.Cont.Reset: nil scope (create one with scope.New)")
@@ -301,14 +299,12 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 	if st := state(c.state.Load()); st != stDone {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
-	// The body's end (finish) left in c.stack only what a reset keeps: the
-	// chunk's emptied arrays, the host closure and, for a record reset
-	// before, the body. contHead starts afresh
-	// field by field, a pointer only if set, as finish leaves most of
-	// them nil: a struct assignment would run the collector's bulk write
-	// barrier over every pointer slot while it marks, once per virtual
-	// thread started (TestResetClearsHead fails if a field is added and
-	// not cleared here).
+	// The body's end (finish) left in c.stack only what a reset keeps:
+	// the chunk's emptied arrays, the host closure and, for a record reset
+	// before, the body. contHead starts afresh field by field, each
+	// pointer only if set. A struct assignment would run the collector's
+	// bulk write barrier over every pointer slot. TestResetClearsHead
+	// fails if a field is added and not cleared here.
 	c.local = gls.Local{}
 	if c.scope != s { // an executor resets its records to its one scope
 		c.scope = s
@@ -374,26 +370,24 @@ func (c *Cont) IsDone() bool {
 func (c *Cont) Owner() any { return c.owner }
 
 // PanicStack returns where a panic with value v began, for a deferred
-// call that recovered v from a panic weft raised again: a panic that
-// reaches c's return barrier while frames still frozen under it have
-// deferred calls pending is recovered there and raised again, with the
-// same value, in the innermost of those frames (docs/design.md), so the
-// stack that deferred call sees starts at weft's frozenPanic, without the
-// frames where the panic was raised. PanicStack returns the goroutine's
-// stack trace, as runtime.Stack formats it, from when the panic first
-// reached the barrier, with those frames; the same trace if it crosses
-// again (another frozen frame with deferred calls further down, or the
-// barrier of the continuation whose body mounted c, after it ended c),
-// and to the deferred calls of Run's caller once it has ended c's body.
+// call that recovered v from a panic weft raised again. A panic may reach
+// c's return barrier while frozen frames under it have deferred calls
+// pending. It is then recovered there and raised again, with the same
+// value, in the innermost of those frames (docs/design.md). The stack the
+// deferred call sees starts at weft's frozenPanic, without the frames
+// where the panic was raised. PanicStack returns the goroutine's stack
+// trace, as runtime.Stack formats it, from when the panic first reached
+// the barrier. It returns the same trace if the panic crosses a barrier
+// again, and to the deferred calls of Run's caller once it has ended c's
+// body.
 //
-// On the portable backend each body runs on a goroutine of its own, and a
-// panic that ends one is raised again by Run in the goroutine that called
-// it (as iter.Pull does), whose deferred calls see a stack without the
-// body's frames. There PanicStack gives a deferred call that recovered v
-// the stack trace of the body goroutine where the panic began: asked of c
-// by the goroutine that called c's Run, when the panic ended c's body, or
-// by c's body, when it ended the body of a continuation nested in c (one
-// nesting further down hands it on through each level).
+// On the portable backend each body runs on a goroutine of its own. Run
+// raises a panic that ends one again in the goroutine that called it, as
+// iter.Pull does. The deferred calls there see a stack without the body's
+// frames. PanicStack gives them the stack trace of the body goroutine
+// where the panic began. Ask it of c from the goroutine that called c's
+// Run, when the panic ended c's body. Ask it from c's body when the panic
+// ended the body of a continuation nested in c; each level hands it on.
 //
 // PanicStack returns nil when the running panic was not raised again by
 // weft or by a portable Run (its own stack is then complete), when v is
