@@ -13,40 +13,42 @@ import (
 	"github.com/weftrt/weft/pinning"
 )
 
-// This file is the general path of a capture (freeze_amd64.go): captureIn
-// copies the frames between a yield point and a boundary frame into
-// a stackChunk, keeping the capture invariants of docs/design.md, or
+// This file is the general path of a capture (freeze_amd64.go). captureIn
+// copies the frames between a yield point and a boundary frame into a
+// stackChunk, keeping the capture invariants of docs/design.md. Or it
 // reports a pinning reason when the region cannot be moved. It leaves the
-// frames in place; its caller (freeze_amd64.go) then discards them by
-// jumping back to the entry trampoline.
+// frames in place. Its caller discards them by jumping back to the entry
+// trampoline.
 
 const wordSize = unsafe.Sizeof(uintptr(0))
 
-// The thaw policy: the innermost record holds weft's own frames above the
-// code that yielded (a generator's yield function, a scheduler's park; not
-// Yield's, which a capture leaves out) and firstRecordFrames more (the
-// frame that called the yield API and its caller, so that a loop that
-// yields through a helper resumes without crossing the barrier), but not
-// the engine's frames at the bottom of the region if it keeps a frame of
-// the code that yielded: usually a virtual thread's vthreadBody, which
-// returns only when the body does, and which a yield loop in the body's
-// own function would otherwise freeze and thaw on every round trip. (An
-// engine frame at the bottom only because a lazy thaw stopped there, a
-// nested Continuation.Run, is cut off too, and costs a barrier crossing
-// when it returns.) Every other record holds at least laterRecordFrames;
-// and every record is extended so that no reference into the stack
-// crosses a record boundary: no thawed frame ever points into a frame
-// that is still frozen. A record's outermost frame also has at most
-// arch.MaxRecordArgs bytes of arguments.
+// The thaw policy. The innermost record holds weft's own frames above the
+// code that yielded, such as a generator's yield function or a scheduler's
+// park. Yield's frame is not among them: a capture leaves it out. The
+// record holds firstRecordFrames more: the frame that called the yield API
+// and its caller. So a loop that yields through a helper resumes without
+// crossing the barrier.
 //
-// A small fresh region (the first capture after the body was entered
-// directly, of at most wholeRecordWords words) is one record instead, as
-// Loom thaws a small chunk whole: every record costs a header, its
-// table's rounding and a copy of its outermost frame's arguments, which a
-// parked virtual thread, frozen once and then left, would keep for
-// nothing. Its resume thaws it whole, and the next capture, above the
-// barrier, cuts the region by the rule above, so a yield loop pays for
-// one larger capture and then freezes only its top records again.
+// The innermost record leaves out the engine's frames at the bottom of the
+// region if it keeps a frame of the code that yielded. That is usually a
+// virtual thread's vthreadBody, which returns only when the body does.
+// Kept, it would be frozen and thawed on every round trip of a yield loop
+// in the body's own function. An engine frame at the bottom only because
+// a lazy thaw stopped there, a nested Continuation.Run, is cut off too.
+//
+// Every other record holds at least laterRecordFrames. Every record is
+// extended so that no reference into the stack crosses a record boundary:
+// no thawed frame ever points into a frame that is still frozen. A
+// record's outermost frame has at most arch.MaxRecordArgs bytes of
+// arguments.
+//
+// A small fresh region is one record instead, as Loom thaws a small chunk
+// whole. It is the first capture after the body was entered directly, of
+// at most wholeRecordWords words. Each record carries a header, its
+// table's rounding and a copy of its outermost frame's arguments; a
+// virtual thread parked once would keep them all. The resume thaws the
+// one record whole. The next capture, above the barrier, cuts the region
+// by the rules above.
 const (
 	firstRecordFrames = 2
 	laterRecordFrames = 8

@@ -12,10 +12,9 @@ import (
 
 // A frameDesc is everything freeze needs to know about a frame that
 // continues at one PC: its size, how it pins, and where its live pointers
-// are. Decoding this from the runtime's tables (findfunc, pcsp, the stack
-// map index, pointer maps and stack objects) is most of the cost of a cold
-// freeze, and the answer depends only on the PC, so descriptors are cached
-// per PC and immutable once published.
+// are. It depends only on the PC, so descriptors are cached per PC and
+// immutable once published. It is decoded from the runtime's tables
+// (findfunc, pcsp, the stack map index, pointer maps and stack objects).
 type frameDesc struct {
 	pc    uintptr // return address the frame continues at
 	entry uintptr // entry PC of its function

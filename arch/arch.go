@@ -1,13 +1,13 @@
 // Package arch holds every architecture-specific fact weft relies on.
 //
-// On every architecture: a cheap way to identify the calling goroutine
-// (G), which the engine uses to find the continuations mounted on it. On
-// amd64, for the stack-copying backend: the frame link layout and the
-// capture of a caller's PC and SP (CallerPCSP), and the control transfers
-// (Enter, the entry trampoline that calls a body and thaws a chunk into
-// it; JumpBack, which discards frozen frames; EnterPC, the boundary a
-// freeze walks up to). Everything else the backend needs to know about a
-// frame comes from the runtime's own tables (internal/rt).
+// On every architecture it identifies the calling goroutine (G). The
+// engine uses G to find the continuations mounted on it. On amd64 it
+// holds what the stack-copying backend needs of the machine. That is the
+// frame link layout and the caller's PC and SP (CallerPCSP). It is also
+// the control transfers: Enter, the entry trampoline that calls a body and
+// thaws a chunk into it; JumpBack, which discards frozen frames; EnterPC,
+// the boundary a freeze walks up to. Everything else the backend knows of
+// a frame comes from the runtime's own tables (internal/rt).
 package arch
 
 // G returns an identifier of the calling goroutine that is unique among

@@ -14,9 +14,9 @@ const FrameLinkSize = 8
 // It is in g_amd64.s, beside getgp: both are where a walk of the calling
 // goroutine's stack starts.
 //
-// sp is an unsafe.Pointer so that, kept in a variable of the goroutine's
-// own frames, it is relocated with the stack if the stack moves; converted
-// to a uintptr it is stale after any call that may grow the stack.
+// sp is an unsafe.Pointer. Kept in a variable of the goroutine's own
+// frames, it moves with the stack. Converted to a uintptr, it is stale
+// after any call that may grow the stack.
 //
 //go:noescape
 func CallerPCSP() (pc uintptr, sp unsafe.Pointer)
