@@ -8,13 +8,13 @@ import (
 // This file ends dropped continuations (Abandon) and reports suspended
 // ones' frames (StackTrace), on both backends.
 
-// Abandon ends a suspended continuation that nobody can resume any more: its
-// body unwinds as if by runtime.Goexit, running its deferred calls, on an
-// internal goroutine (on the portable backend its body goroutine, switched
-// into; on the stack-copying one a fresh goroutine the frozen frames are
-// thawed onto), which then exits. Package continuation calls it from a
-// cleanup when the handle of a suspended continuation becomes unreachable.
-// It does nothing unless c is suspended.
+// Abandon ends a suspended continuation that nobody can resume any more.
+// Its body unwinds as if by runtime.Goexit, running its deferred calls, on
+// an internal goroutine, which then exits. On the portable backend that is
+// its body goroutine. On the stack-copying backend it is a fresh goroutine
+// the frozen frames are thawed onto. Package continuation calls Abandon
+// from a cleanup when the handle of a suspended continuation becomes
+// unreachable. It does nothing unless c is suspended.
 func (c *Cont) Abandon() {
 	if c.state.CompareAndSwap(int32(stSuspended), int32(stCancelling)) {
 		if useStackCopy {

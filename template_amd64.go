@@ -11,23 +11,21 @@ import (
 
 // The capture templates, for capture's fast path (fastCapture,
 // freeze_amd64.go). A yield in a loop freezes the same frames, at the
-// same call sites, every time: the frames a resume thawed above the return
-// barrier. Everything the general capture (captureIn) learns from such a
-// region except the values in it depends only on the chain of PCs, so a
-// successful capture of a simple region records it as a template: the
-// frame sizes, the flattened list of words the stack maps mark live, the
+// same call sites, every time: the frames a resume thawed above the
+// return barrier. All the general capture (captureIn) learns from such a
+// region, but for its values, depends only on the chain of PCs. So a
+// successful capture of a simple region records it as a template. The
+// template holds the frame sizes, the words the stack maps mark live, the
 // saved-frame-pointer links, where deferred-call bits are, and the record
-// header. The next capture that finds the same chain above the same barrier
-// copies the region straight into the chunk, publishes the live words, and
-// copies the tables from the template: no descriptor lookups, no maps, no
-// scratch space.
+// header. The next capture of the same chain above the same barrier copies
+// the region straight into the chunk, and the tables from the template.
 //
-// A region qualifies if it is one record above a return barrier, has no
-// stack objects and no references into the stack other than saved frame
-// pointers, and no defer record points into it. The fast path checks the
-// parts that depend on values (a live word pointing into the stack, a
-// defer record) and leaves anything unusual to the general path, which it
-// has not disturbed: it commits nothing until the end.
+// A region qualifies if it is one record above a return barrier, with no
+// stack objects and no references into the stack but saved frame
+// pointers. No defer record may point into it. The fast path checks the
+// parts that depend on values: a live word pointing into the stack, a
+// defer record. It leaves anything unusual to the general path. It commits
+// nothing until the end, so the general path finds the chunk undisturbed.
 
 // maxTemplateFrames bounds the frames of a template.
 const maxTemplateFrames = 16
@@ -46,9 +44,9 @@ type captureTemplate struct {
 	stopSize uint32  // arch.Thaw's frame size
 	words    int     // the region's words, the outermost frame's arguments included
 	// links are the region's saved-frame-pointer slots but the
-	// outermost's, innermost first (nf-1 of them): each slot's word index
-	// and the word index of the next slot, which the slot holds on the
-	// stack as an address and in the record as that index.
+	// outermost's, innermost first (nf-1 of them). Each is a slot's word
+	// index and the word index of the next slot. The slot holds the next
+	// one on the stack as an address, and in the record as that index.
 	links [maxTemplateFrames - 1]bpLink
 	// ptrWords are the words the stack maps mark live.
 	ptrWords []uint32
@@ -110,12 +108,12 @@ func (s *templateSet) publish(t *captureTemplate) {
 }
 
 // templateAt finds the published template of the chain of frames from
-// capture's caller (or with skip, its caller's caller) up to the return
-// barrier, given capture's own PC and SP, by walking the chain with the
-// frame descriptors; nil if there is none. A yield loop that alternates
-// between call chains (a send then a receive; a park in a read, then in a
-// write) finds each chain's template here once the chunk's own, the last
-// chain's, does not match.
+// capture's caller up to the return barrier; nil if there is none. With
+// skip the chain starts at the caller's caller. pc and sp are capture's
+// own. It walks the chain with the frame descriptors. A yield loop that
+// alternates between call chains (a send then a receive) finds each
+// chain's template here, when the chunk's own, the last chain's, does not
+// match.
 //
 // Descriptors come from descFor, whose lookups may move the stack: sp is
 // an unsafe.Pointer, which moves with it, and only offsets from it are
