@@ -15,25 +15,24 @@ import (
 // stackChunk holds a continuation's frozen frames, like Loom's stack
 // chunk: two heap arrays, one of scalar words and one of live pointers.
 // The frames are kept as a stack of records (arch.Link describes the
-// layout): each record is a run of frames that can be thawed on its own,
+// layout). Each record is a run of frames that can be thawed on its own,
 // the innermost record last. Thaw copies back only the last record and
-// leaves a return barrier under it (arch.Thaw); a capture freezes only the
+// leaves a return barrier under it (arch.Thaw). A capture freezes only the
 // frames above the barrier, the ones thawed since, and pushes them as new
-// records. A yield in a loop deep in a call stack thus costs a record or
-// two per round trip, whatever the depth.
+// records. So a round trip copies a record or two, whatever the depth.
 type stackChunk struct {
 	arch.Link // first: the assembly reads it
 
 	// Link.Mem is the array of memLen words (memory) that holds the
-	// records: an image of the record's frames in which the words that
-	// held live pointers or pointers into the record are zero (those are
-	// in the pointers array and the record's references), its tables, and
-	// its header. Dead pointer slots keep their stale values as plain
-	// integers, which the GC never follows.
+	// records. A record is an image of its frames, its tables and its
+	// header. In the image, the words that held live pointers or pointers
+	// into the record are zero: those are in the pointers array and the
+	// record's references. Dead pointer slots keep their stale values as
+	// plain integers, which the GC never follows.
 	//
 	// Link.Ptrs is the array of ptrsLen pointers (pointers) that holds the
-	// records' live pointers to memory outside the stack (heap and static
-	// data), each published to the GC exactly once. Its elements
+	// records' live pointers to memory outside the stack. Each is
+	// published to the GC exactly once. Its elements
 	// [PtrTop:ptrHigh] may still hold the pointers of records thawed since
 	// the last capture, which clears them.
 	//
@@ -422,11 +421,11 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	}
 }
 
-// roomFor makes room for t's record in place of the record on top of
-// the chunk, which the general capture has just pushed from t's region:
-// that record holds only the pointers that were not nil, t's has room for
-// every word the maps mark live, and a template that never fits would
-// never be used.
+// roomFor makes room for t's record in place of the record on top of the
+// chunk. The general capture has just pushed that record from t's region.
+// It holds only the pointers that were not nil; t's record has room for
+// every word the maps mark live. A template that never fits would never
+// be used.
 func (c *stackChunk) roomFor(t *captureTemplate) {
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	h := arch.HeaderOf(c.memory()[:top])
@@ -445,12 +444,12 @@ func (c *stackChunk) roomFor(t *captureTemplate) {
 }
 
 // reserve makes room for words more words of records and ptrs more
-// pointers above the chunk's tops, doubling its arrays as needed; with
+// pointers above the chunk's tops, doubling its arrays as needed. With
 // fit, arrays that hold no records are replaced by ones of the size asked
-// for instead. push fits a capture cut into records: after a small
-// region's first resume that capture cuts what its first froze as one
-// (wholeRecordWords), and the captures after it, of the records thawed
-// since, fit where those were.
+// for instead. push fits a capture cut into records. Such a capture
+// follows a small region's first resume, and cuts what the first capture
+// froze as one record (wholeRecordWords). The captures after it, of the
+// records thawed since, fit where those were.
 func (c *stackChunk) reserve(words, ptrs int, fit bool) {
 	top := int(c.MemTop)
 	if need := top + words; need > int(c.memLen) {
