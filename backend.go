@@ -23,17 +23,17 @@ const (
 	StackCopying BackendName = "stackcopy"
 )
 
-// EnvBackend is the environment variable that selects a backend at start-up:
-// "portable" forces the portable backend; "stackcopy" asks for the
-// stack-copying one, which is used only where its self-check passes. Unset,
-// the stack-copying backend is used where its self-check passes.
+// EnvBackend is the environment variable that selects a backend at
+// start-up. "portable" forces the portable backend. "stackcopy" asks for
+// the stack-copying one, which is used only where its self-check passes.
+// Unset, the stack-copying backend is used where its self-check passes.
 const EnvBackend = "WEFT_BACKEND"
 
 // backendName and backendReason are the backend this process uses and
-// why; useStackCopy is the engine's switch between the two backends. All
-// three are fixed at start-up by init, not by variable initializers: the
+// why; useStackCopy is the engine's switch between the two backends. init
+// fixes all three at start-up, not variable initializers. The
 // stack-copying probe runs a continuation through Run and Yield, which
-// read useStackCopy, and an initializer that reached them would depend on
+// read useStackCopy: an initializer that reached them would depend on
 // itself.
 var (
 	backendName   BackendName
@@ -101,11 +101,11 @@ func checkptrBuild() bool {
 }
 
 // EnvThaw is the environment variable that selects the stack-copying
-// backend's thaw policy at start-up: "lazy" (the default) thaws the
-// innermost frames and leaves a return barrier beneath them; "eager" keeps
-// every capture in one record, so that every resume thaws and every yield
-// freezes the whole region, as the backend did before lazy thaw. Eager
-// thaw is there to measure what lazy thaw saves; it has no other use.
+// backend's thaw policy at start-up. "lazy", the default, thaws the
+// innermost frames and leaves a return barrier beneath them. "eager" keeps
+// every capture in one record, so every resume thaws and every yield
+// freezes the whole region. Eager thaw exists to measure what lazy thaw
+// saves.
 const EnvThaw = "WEFT_THAW"
 
 // eagerThaw is the thaw policy, fixed at start-up; an unknown value of

@@ -13,10 +13,10 @@ import (
 )
 
 // stackCopyCheck verifies, once per process, that the stack-copying
-// backend can run here: the runtime layout mirrors describe this runtime
-// (rt.Verify), and a probe continuation survives freezing and thawing on
-// other goroutines with its locals, its heap pointers and a pointer to its
-// own stack intact.
+// backend can run here. The runtime layout mirrors must describe this
+// runtime (rt.Verify). A probe continuation must survive freezing and
+// thawing on other goroutines with its locals, its heap pointers and a
+// pointer to its own stack intact.
 func stackCopyCheck() error {
 	if err := rt.Verify(); err != nil {
 		return err
@@ -35,11 +35,11 @@ func stackCopyCheck() error {
 
 // checkOpenCodedDefers makes sure this package's deferred calls are
 // open-coded. Built with -N (optimisations off, as debuggers build), every
-// defer gets a runtime record instead; the record of (*Cont).mounted's
-// frame would then pin every yield to an enclosing scope (DeferRecord),
-// because that frame lies in the enclosing continuation's region. It looks
-// at deferShape, compiled with the same flags as mounted (naming mounted
-// here would make an initialization cycle).
+// defer gets a runtime record instead. The record of (*Cont).mounted's
+// frame would then pin every yield to an enclosing scope (DeferRecord):
+// that frame lies in the enclosing continuation's region. It looks at
+// deferShape, compiled with the same flags as mounted. Naming mounted here
+// would make an initialization cycle.
 func checkOpenCodedDefers() error {
 	pc := reflect.ValueOf(deferShape).Pointer()
 	f := rt.FindFunc(pc)
@@ -170,11 +170,11 @@ func probeRoundTrip() error {
 }
 
 // probeYield runs probeFrames the way a user's continuation runs: a Cont
-// resumed by Run and suspended by Yield, whose capture leaves Yield's own
-// frame out and whose resume makes Yield's results in its caller's frame
-// (yieldReturn). It runs the stack-copying engine whatever useStackCopy
-// says (the backend is being chosen), and checks that Yield returns the
-// probe's continuation.
+// resumed by Run and suspended by Yield. Yield's capture leaves its own
+// frame out, and the resume makes Yield's results in its caller's frame.
+// It runs the stack-copying engine whatever useStackCopy says, since the
+// backend is being chosen. It checks that Yield returns the probe's
+// continuation.
 func probeYield() error {
 	saved := useStackCopy
 	useStackCopy = true
