@@ -6,12 +6,12 @@ package weft
 // sets them. Each is tested where it would run, at the cost of a load and
 // a branch while it is nil.
 var hooks struct {
-	// cleared, if set, is told after each capture the words (region word
-	// indexes) of stack objects no live pointer reaches that held an
-	// address in the stack outside the record. They are garbage, which
-	// the image holds as zero rather than as an address that would
-	// dangle once the frames are thawed elsewhere. The chunk does not
-	// keep them.
+	// cleared, if set, is told after each capture of some words (region
+	// word indexes). They are words of stack objects no live pointer
+	// reaches, which held an address in the stack outside the record.
+	// They are garbage, which the image holds as zero: the address would
+	// dangle once the frames are thawed elsewhere. The chunk does not keep
+	// them.
 	cleared func(c *stackChunk, words []uint32)
 	// templateAt, if set, is called at each step of templateAt's walk,
 	// to move the stack there as a descriptor lookup that misses the

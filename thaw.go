@@ -7,32 +7,31 @@ import (
 
 // This file is the resume path shared by both backends: Run, and the
 // moves of a continuation's state into and out of mounted. The
-// stack-copying mount loop is in thaw_amd64.go, the portable one in
+// stack-copying mount loop is in thaw_amd64.go. The portable one is in
 // portable.go.
 
 // Run mounts c on the calling goroutine and runs it until its body returns
 // or it is suspended by a yield to its own scope. owner is the API-level
 // handle that Owner reports while c is mounted.
 //
-// If the body yields to an enclosing scope, Run does not return: its frame
-// is suspended together with the enclosing continuation, and c resumes when
-// that one is resumed.
+// If the body yields to an enclosing scope, Run does not return. Its frame
+// is suspended together with the enclosing continuation, and c resumes
+// when that one is resumed.
 //
-// A panic in the body propagates out of Run with its original value, and
-// runtime.Goexit in the body exits the goroutine that called Run; c is done
-// afterwards in both cases. Misuse panics with an error wrapping ErrDone
-// or ErrMounted.
+// A panic in the body propagates out of Run with its original value.
+// runtime.Goexit in the body exits the goroutine that called Run. c is
+// done afterwards in both cases. Misuse panics with an error wrapping
+// ErrDone or ErrMounted.
 func (c *Cont) Run(owner any) {
 	// One call, so that Run inlines and puts no frame of its own between
 	// its caller and the mount (mount says why that matters).
 	c.mount(owner)
 }
 
-// acquire moves c from new or suspended to mounted, for a Run that did
-// not find it suspended on the stack-copying backend (mount's first
-// test), and panics as Run documents if c is mounted or done. It reports
-// whether mount is to go on and run c on the stack-copying backend;
-// on the portable one it runs c itself.
+// acquire moves c from new or suspended to mounted, for a Run that mount's
+// first test did not take. It panics as Run documents if c is mounted or
+// done. It reports whether mount is to run c on the stack-copying backend.
+// On the portable backend it runs c itself.
 func (c *Cont) acquire(owner any) (stackCopy bool) {
 	for {
 		st := state(c.state.Load())
