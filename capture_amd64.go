@@ -508,11 +508,11 @@ type region struct {
 	gLo, gHi uintptr
 }
 
-// sort classifies the live word w of the image: a pointer out of the stack
-// is published in the pointers array, a pointer into the region becomes a reference
-// (and the stack object it points into becomes live, its pointer words
-// queued on s.work), and a pointer into the stack outside the region pins
-// the region, which sort reports by returning true.
+// sort classifies the live word w of the image. A pointer out of the
+// stack is published in the pointers array. A pointer into the region
+// becomes a reference; the stack object it points into becomes live, its
+// pointer words queued on s.work. A pointer into the stack outside the
+// region pins the region: sort then returns true.
 func (s *captureScratch) sort(r *region, w int32) (pinned bool) {
 	v := r.words[w]
 	switch {

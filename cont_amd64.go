@@ -59,11 +59,10 @@ func (c *stackState) finished(keep bool) {
 	// with nothing deferred) and records thawed since the last capture
 	// both leave pointers there.
 	clear(k.pointers()[:max(uint32(k.PtrTop), k.ptrHigh)])
-	// The rest field by field, and a pointer only if set: while the
+	// The rest field by field, each pointer only if set. While the
 	// collector marks, a struct assignment runs its bulk write barrier
-	// over every pointer slot of the struct, set or not, and a virtual
-	// thread's record ends once per virtual thread (skynet, on 16 CPUs:
-	// 3% of its CPU time in this function's barrier).
+	// over every pointer slot of the struct, set or not. A virtual
+	// thread's record ends once per virtual thread.
 	// TestFinishedKeepsOnlyArrays fails if a field is added and not
 	// cleared here.
 	k.TopOff, k.MemTop, k.PtrTop, k.Thawed = 0, 0, 0, 0

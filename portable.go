@@ -36,16 +36,16 @@ type portableState struct {
 	callerG uintptr
 
 	// panicked is the value of the panic that last ran out of the body
-	// goroutine, or out of a nested continuation's Run on it, and
-	// panicStack the stack trace of the body goroutine where that panic
-	// began (PanicStack); died says the body goroutine ended by it.
+	// goroutine, or out of a nested continuation's Run on it. panicStack
+	// is the stack trace of the body goroutine where it began
+	// (PanicStack). died says the body goroutine ended by it.
 	panicked   any
 	panicStack []byte
 	died       bool
-	// duringGoexit says that the panic that ended the body goroutine was
-	// raised during a runtime.Goexit there (by one of its deferred
-	// calls): iter.Pull carries only the panic to Run's caller, which
-	// raises it again during a Goexit of its own (raiseDuringGoexit).
+	// duringGoexit says that a deferred call of a runtime.Goexit raised
+	// the panic that ended the body goroutine. iter.Pull carries only the
+	// panic to Run's caller, which raises it again during a Goexit of its
+	// own (raiseDuringGoexit).
 	duringGoexit bool
 	// locks is the runtime.LockOSThread calls (less UnlockOSThread
 	// calls) that the body made and did not undo, which its goroutine
@@ -327,11 +327,10 @@ func cgoCallbackPC() uintptr {
 	if runtime.NumCgoCall() == 0 {
 		return 0
 	}
-	// A goroutine running a callback from C is locked to its thread; one
-	// that is not locked has none on its stack, and the walk below (a few
-	// microseconds, more on deep stacks) is not needed. Any program linked
-	// with cgo has made a cgo call by the time main runs, so without this
-	// every Run and Yield on the portable backend paid for the walk.
+	// A goroutine running a callback from C is locked to its thread. One
+	// that is not locked has none on its stack, and needs no walk. Any
+	// program linked with cgo has made a cgo call by the time main runs,
+	// so the cgo call count alone does not spare the walk.
 	if locked, ok := rt.Locked(); ok && !locked {
 		return 0
 	}
@@ -375,8 +374,8 @@ func (c *Cont) suspend(t *Cont) (cancelled bool) {
 	return c.park()
 }
 
-// mounted runs c, just moved to mounted by acquire, on the portable
-// backend: it switches into c's body goroutine until the body finishes,
+// mounted runs c on the portable backend; acquire has just moved c to
+// mounted. It switches into c's body goroutine until the body finishes,
 // panics or exits, or c is suspended by a yield to its own scope.
 func (c *Cont) mounted(owner any) {
 	c.owner = owner

@@ -148,11 +148,11 @@ mounted:
 	c.state.Store(int32(stSuspended))
 }
 
-// suspendParent handles a yield of c that named an enclosing scope: c's frames
-// are in its chunk, and this goroutine is back in the parent's body, which
-// must be suspended too, from here, with c inside it. It returns when the
-// parent is resumed (perhaps on another goroutine), and c is to be thawed
-// again.
+// suspendParent handles a yield of c that named an enclosing scope. c's
+// frames are in its chunk, and this goroutine is back in the parent's
+// body. The parent must be suspended too, from here, with c inside it.
+// suspendParent returns when the parent is resumed, perhaps on another
+// goroutine, and c is to be thawed again.
 func (c *Cont) suspendParent() {
 	s := &c.stack
 	p := c.parentC
@@ -244,12 +244,12 @@ func (c *stackState) prepareThaw() {
 		}
 	}
 	if c.elided {
-		// The innermost frame continues where its Yield call returns,
-		// with Yield's usual results, (target, nil), in the result
-		// registers (makeHost); or, if the freeze of an enclosing
-		// continuation may have failed (rare holds why) or this one was
-		// abandoned, as if it had called yieldReturn there (arch.Thaw's
-		// rethrow), which tells.
+		// The innermost frame continues where its Yield call returns.
+		// Usually Yield's results, (target, nil), are in the result
+		// registers (makeHost). The freeze of an enclosing continuation
+		// may have failed (rare holds why), or c was abandoned. Then the
+		// frame continues as if it had called yieldReturn there
+		// (arch.Thaw's rethrow), which tells.
 		c.elided = false
 		c.mode = thawYield
 		if c.rare != nil || c.cancel {
