@@ -30,12 +30,13 @@ func withLabels(kv ...string) unsafe.Pointer {
 	return goLabels()
 }
 
-// TestLeaveLabels: a record that leaves labels to its executor (LeaveLabels,
-// and every NewUncountedCont record) runs its body under the labels of the
-// goroutine that calls Run, and leaves those the body sets there, as the
-// scheduler's carriers expect (they swap a virtual thread's labels in and
-// out themselves). Only on the stack-copying backend: on the portable one
-// the body has a goroutine, and labels, of its own whatever the record.
+// TestLeaveLabels: a record that leaves labels to its executor runs its
+// body under the labels of the goroutine that calls Run. The body leaves
+// the labels it sets there. LeaveLabels marks such a record, and every
+// NewUncountedCont record is one. The scheduler's carriers rely on it:
+// they swap a virtual thread's labels themselves. Only on the
+// stack-copying backend: on the portable one the body always has a
+// goroutine, and labels, of its own.
 func TestLeaveLabels(t *testing.T) {
 	if !useStackCopy {
 		t.Skip("needs the stack-copying backend: on the portable one a body has its own goroutine's labels, whatever the record")
@@ -77,10 +78,10 @@ func TestLeaveLabels(t *testing.T) {
 }
 
 // TestLabelsAcrossReset: a record's body starts with the labels of the
-// goroutine that made the record, or reset it for that body, not those of
-// the goroutine that runs it first; the record ends with its body's
-// labels dropped, the runner having its own back; LeaveLabels holds across
-// Reset, and a record so marked keeps no labels.
+// goroutine that made the record, or reset it for that body. The labels
+// of the goroutine that runs it first do not count. The record ends with
+// its body's labels dropped, and the runner has its own back. LeaveLabels
+// holds across Reset, and a record so marked keeps no labels.
 func TestLabelsAcrossReset(t *testing.T) {
 	defer pprof.SetGoroutineLabels(context.Background())
 	s := scope.New(t.Name())
@@ -131,9 +132,9 @@ func TestLabelsAcrossReset(t *testing.T) {
 
 // TestLabelsNotRetained: a suspended record keeps the labels of the
 // goroutine that last ran it (countedCont.outer) only while they are its
-// body's too: a record that leaves labels, or whose body has others, holds
-// nothing of the goroutine's once Run has returned, whether the body
-// yielded to its own scope or to an enclosing one.
+// body's too. A record that leaves labels, or whose body has others,
+// holds nothing of the goroutine's once Run has returned. That holds
+// whether the body yielded to its own scope or to an enclosing one.
 func TestLabelsNotRetained(t *testing.T) {
 	if !useStackCopy {
 		t.Skip("labels are swapped only on the stack-copying backend")

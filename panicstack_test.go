@@ -56,12 +56,12 @@ func panicStackLoop(s *scope.Scope, rounds int) {
 func panicStackRaise(v int) { panic(v) }
 
 // A panic that crosses the return barrier while a frozen frame has a
-// deferred call pending is raised again in that frame, whose deferred
-// call would see a stack without the frames where it began: PanicStack
-// gives it the stack where the panic reached the barrier, which names
-// them. Without frozen frames (no yield yet, a single one, which thaws
-// the whole region, or eager thaw) the deferred call's own stack has
-// them, and PanicStack returns nil.
+// deferred call pending is raised again in that frame. That deferred
+// call's stack lacks the frames where the panic began. PanicStack gives it
+// the stack where the panic reached the barrier, which names them.
+// Without frozen frames the deferred call's own stack has them, and
+// PanicStack returns nil. That is so before the first yield, after a
+// single one (which thaws the whole region), and with eager thaw.
 func TestPanicStack(t *testing.T) {
 	lazy := useStackCopy && !eagerThaw
 	for rounds := range 4 {
@@ -197,9 +197,9 @@ func stackFor(c *Cont, r any) (stack []byte, fromEngine bool) {
 // A panic that ends a continuation's body reaches the goroutine that
 // called Run, and a deferred call there that recovers it can learn where
 // it began. On the stack-copying backend the body's frames were on that
-// goroutine, so its own stack names them and PanicStack has nothing to
-// add; on the portable backend the body ran on a goroutine of its own and
-// iter.Pull raised the panic again in Run, so the stack is PanicStack's.
+// goroutine: its own stack names them, and PanicStack has nothing to add.
+// On the portable backend the body ran on a goroutine of its own, and
+// iter.Pull raised the panic again in Run: the stack is PanicStack's.
 func TestPanicStackFromRun(t *testing.T) {
 	for yields := range 3 {
 		s := scope.New("fromrun")
@@ -357,11 +357,11 @@ func goexitLoop(s *scope.Scope, rounds int) {
 //go:noinline
 func goexitRaise(v int) { panic(v) }
 
-// A panic raised by a deferred call of runtime.Goexit that crosses the
-// barrier with a frozen frame's deferred call pending is raised again
-// there from a Goexit of the thawed frames' own (frozenGoexitPanic), so
-// that the frame that recovers it goes on exiting; PanicStack still gives
-// the stack where it was raised.
+// A deferred call of runtime.Goexit raises a panic that crosses the
+// barrier while a frozen frame's deferred call is pending. It is raised
+// again there, from a Goexit of the thawed frames' own
+// (frozenGoexitPanic). So the frame that recovers it goes on exiting.
+// PanicStack still gives the stack where it was raised.
 func TestPanicStackDuringGoexit(t *testing.T) {
 	lazy := useStackCopy && !eagerThaw
 	for rounds := range 4 {
