@@ -16,13 +16,14 @@ import (
 
 // The capture fast path writes a record into the chunk's arrays by address,
 // without bounds checks: its room check is all that keeps it inside them.
-// A chunk's arrays fit its own templates, but a capture from another call
-// chain takes that chain's template from the cache (templateAt), which
-// another continuation may have published for a record larger than this
-// chunk has room for: in words (a large frame), or in pointers only (a
-// frame of many pointers, after captures that grew the words but not the
-// pointers). The fast path must then refuse, and the general path capture
-// the region, which makes room; values come back intact either way.
+// A chunk's arrays fit its own templates. A capture from another call
+// chain takes that chain's template from the cache (templateAt). Another
+// continuation may have published it, for a record larger than this chunk
+// has room for. The record may lack room in words (a large frame), or in
+// pointers only (a frame of many pointers, after captures that grew the
+// words but not the pointers). The fast path must then refuse, and the
+// general path capture the region, which makes room. Values come back
+// intact either way.
 
 // roomWords yields from a frame of 1,024 words and no pointers.
 //
@@ -343,9 +344,9 @@ func takeRefusal(c *stackState) error {
 // hold the address of the next frame's: the fast path checks each link
 // against the live stack before it stores the links as word indexes, as
 // the general path does. Go code keeps the chain, so the test breaks it
-// by hand in one frame for one capture: the fast path must refuse it, and
-// the general path pin the yield (UnknownFrame), the frames going on
-// where they are; the captures before and after take the fast path.
+// by hand in one frame for one capture. The fast path must refuse it, and
+// the general path pin the yield (UnknownFrame). The frames go on where
+// they are. The captures before and after take the fast path.
 func TestFastCaptureFramePointerLink(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
@@ -377,14 +378,13 @@ func TestFastCaptureFramePointerLink(t *testing.T) {
 	}
 }
 
-// A live pointer word of a templated region that points into the stack
-// (here into the frame of the test function, under the continuation's
-// entry, on the goroutine that resumes it) depends on the value, not on
-// the chain: the fast path must look
-// at each pointer word and refuse, and the general path then pins the
-// yield with StackPointer (the frame cannot be frozen: the pointer would
-// dangle once thawed elsewhere). The same chain's captures before and
-// after, with a heap pointer in that word, take the fast path.
+// A live pointer word of a templated region may point into the stack.
+// Here it points into the test function's frame, under the continuation's
+// entry, on the goroutine that resumes it. That depends on the value, not
+// on the chain. So the fast path must look at each pointer word and
+// refuse. The general path then pins the yield with StackPointer: the
+// pointer would dangle once thawed elsewhere. The same chain's captures
+// before and after, with a heap pointer in that word, take the fast path.
 //
 // As TestPinStackPointer (package continuation) does, it hides the
 // pointer from escape analysis, grows the stack beforehand and turns the
@@ -635,9 +635,9 @@ func nilUntil(i, n int) *capNode {
 }
 
 // A live pointer word that is nil when the general capture makes the
-// template still gets a place in the template's record: the fast path must
-// find room for every word the maps mark live, not only for the pointers
-// the general capture saw, or it never runs.
+// template still gets a place in the template's record. The fast path
+// needs room for every word the maps mark live, not only for the pointers
+// the general capture saw. Without it, it never runs.
 func TestCaptureTemplateNilPointers(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
@@ -729,16 +729,16 @@ func growBy(n int) uintptr {
 	return pad[(n*3)%128]
 }
 
-// The alternating yield loop of TestCaptureTemplateAlternating with the
-// stack moved at the steps of templateAt's walk (the hook outgrows the
-// stack until it is 256 KiB; each resume runs on a fresh goroutine), while
-// the collector runs between yields (and, in CI, with GOGC=1 and the
-// GODEBUG checks). Every value must survive, and the captures must still
-// take the fast path. templateAt's answer is only a hint, which
-// fastCapture checks against the live stack before it copies anything, so
-// a walk that read the old stack after a move would find stale but equal
-// PCs there and pass too: what this test holds is that a stack move in
-// the middle of a capture's fast path loses nothing.
+// The alternating yield loop of TestCaptureTemplateAlternating, with the
+// stack moved at the steps of templateAt's walk. The hook outgrows the
+// stack until it is 256 KiB, and each resume runs on a fresh goroutine.
+// The collector runs between yields (in CI with GOGC=1 and the GODEBUG
+// checks). Every value must survive, and the captures must still take the
+// fast path. templateAt's answer is only a hint, which fastCapture checks
+// against the live stack before it copies anything. A walk that read the
+// old stack after a move would find stale but equal PCs there, and pass
+// too. What this test holds is that a stack move in the middle of a
+// capture's fast path loses nothing.
 func TestCaptureTemplateStackGrowth(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
