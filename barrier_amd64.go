@@ -231,6 +231,9 @@ func (c *Cont) aborted() {
 		c.unmount(slot, (*gls.Local)(unsafe.Pointer(c.parentC)))
 	}
 	c.handCrossed()
+	if pendingThaws.n.Load() != 0 { // a sampled thaw's run ends unrecorded
+		takePendingThaw(&c.stack.chunk)
+	}
 	c.finish()
 }
 

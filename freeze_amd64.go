@@ -154,12 +154,18 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 			if n != nil { // the bytes are not worked out for nothing
 				n.froze(t.nf, t.frozenBytes(), true)
 			}
+			if freezeProf.rate.Load() != 0 {
+				c.profileFreeze(t.nf, t.frozenBytes(), true)
+			}
 			return nil
 		}
 		// Another chain than the last capture's may have a template too.
 		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
 			c.tmpl = o
 			n.froze(o.nf, o.frozenBytes(), true)
+			if freezeProf.rate.Load() != 0 {
+				c.profileFreeze(o.nf, o.frozenBytes(), true)
+			}
 			return nil
 		}
 	}
@@ -168,6 +174,9 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	err := c.captureIn(s, boundary, pc, sp, skip)
 	if err == nil {
 		n.froze(len(s.frames), uintptr(len(s.words))*wordSize-uintptr(s.outerArgs), false)
+		if freezeProf.rate.Load() != 0 {
+			c.profileFreeze(len(s.frames), uintptr(len(s.words))*wordSize-uintptr(s.outerArgs), false)
+		}
 		c.tmpl = s.templateFor()
 		if c.tmpl != nil {
 			c.roomFor(c.tmpl)

@@ -371,7 +371,14 @@ func (c *Cont) suspend(t *Cont) (cancelled bool) {
 	if n := c.counters(); n != nil {
 		n.yields.Add(1)
 	}
-	return c.park()
+	if freezeProf.rate.Load() != 0 {
+		profilePortable(false)
+	}
+	cancelled = c.park()
+	if !cancelled && freezeProf.rate.Load() != 0 {
+		profilePortable(true)
+	}
+	return cancelled
 }
 
 // mounted runs c on the portable backend; acquire has just moved c to

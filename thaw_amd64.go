@@ -114,6 +114,9 @@ mounted:
 		slot.Pop(prev)
 		if !s.yielded {
 			s.done = true
+			if freezeProf.rate.Load() != 0 {
+				s.chunk.profileThawEnd()
+			}
 			normal = true
 			c.finish()
 			return
@@ -229,6 +232,9 @@ func (s *stackState) run() {
 
 // prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
 func (c *stackState) prepareThaw() {
+	if freezeProf.rate.Load() != 0 {
+		c.chunk.profileThaw()
+	}
 	if c.host == nil {
 		c.host = c.makeHost()
 	}

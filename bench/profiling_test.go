@@ -3,6 +3,7 @@ package bench
 import (
 	"testing"
 
+	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/scheduler"
 )
 
@@ -24,6 +25,10 @@ func BenchmarkProfiling(b *testing.B) {
 		{"parks", scheduler.Options{Carriers: 1}, func(s *scheduler.Scheduler) func() {
 			s.SetParkProfileRate(1)
 			return func() { s.SetParkProfileRate(0) }
+		}},
+		{"freeze", scheduler.Options{Carriers: 1}, func(*scheduler.Scheduler) func() {
+			weft.SetFreezeProfileRate(1)
+			return func() { weft.SetFreezeProfileRate(0) }
 		}},
 		{"mounts", scheduler.Options{Carriers: 1}, func(*scheduler.Scheduler) func() {
 			stop, ok := scheduler.RecordMounts()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scheduler"
 	"github.com/weftrt/weft/scope"
@@ -100,4 +101,41 @@ func ExampleWriteContinuations() {
 	// Output:
 	// continuation profile: total 2
 	// 2 suspended in github.com/weftrt/weft/vtprof_test.ExampleWriteContinuations.func1
+}
+
+// The freeze/thaw profile of a yield loop: one call chain, with a capture
+// and a thaw per round trip.
+func ExampleWriteFreezeProfile() {
+	weft.SetFreezeProfileRate(1) // every freeze and thaw
+	defer weft.SetFreezeProfileRate(0)
+	sc := scope.New("loop")
+	c := continuation.New(sc, func() {
+		for range 3 {
+			continuation.Yield(sc)
+		}
+	})
+	for !c.IsDone() {
+		c.Run()
+	}
+	var buf bytes.Buffer
+	if err := vtprof.WriteFreezeProfile(&buf, 1); err != nil {
+		log.Fatal(err)
+	}
+	// The header, and the loop's record: its values line (captures
+	// first, thaws fifth) comes before its frames.
+	lines := strings.Split(buf.String(), "\n")
+	fmt.Println(lines[0])
+	values := ""
+	for _, line := range lines[1:] {
+		if strings.Contains(line, " @ ") {
+			values = line
+		} else if strings.Contains(line, "ExampleWriteFreezeProfile.func1") {
+			v := strings.Fields(values)
+			fmt.Println("captures", v[0], "thaws", v[4])
+			break
+		}
+	}
+	// Output:
+	// --- freeze:
+	// captures 3 thaws 3
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/scheduler"
 )
 
@@ -61,6 +62,8 @@ type vars struct {
 	Tracking        bool   `json:"tracking"`
 	ParkProfileRate int    `json:"parkProfileRate"`
 	PinThresholdNs  int64  `json:"pinThresholdNs"`
+	// FreezeProfileRate is the engine's (weft.SetFreezeProfileRate).
+	FreezeProfileRate int `json:"freezeProfileRate"`
 }
 
 // WriteVars writes s's counters as one JSON object, in the manner of
@@ -70,7 +73,8 @@ type vars struct {
 func WriteVars(w io.Writer, s *scheduler.Scheduler) error {
 	st := s.State()
 	v := vars{Live: st.Live, Carriers: len(st.Carriers), Compensation: st.Compensation, BlockedPinned: st.Blocked,
-		GlobalQueue: st.Global, Tracking: st.Tracking, ParkProfileRate: s.ParkProfileRate(), PinThresholdNs: int64(s.PinThreshold())}
+		GlobalQueue: st.Global, Tracking: st.Tracking, ParkProfileRate: s.ParkProfileRate(), PinThresholdNs: int64(s.PinThreshold()),
+		FreezeProfileRate: weft.FreezeProfileRate()}
 	for _, c := range st.Carriers {
 		v.LocalQueues += c.Queued
 	}
@@ -88,6 +92,7 @@ var endpoints = []struct{ name, what string }{
 	{"threads.json", "the same in the JSON shape of jcmd Thread.dump_to_file"},
 	{"pinned", "parks and yields that could not suspend, with reason and blocked time (debug=1: text)"},
 	{"parks", "where virtual threads park and for how long (on once SetParkProfileRate is set; debug=1: text)"},
+	{"freeze", "where continuations are frozen and thawed: captures, frames and bytes, barrier crossings (on once weft.SetFreezeProfileRate is set; debug=1: text)"},
 	{"profile", "CPU profile with whole virtual-thread stacks; seconds=N (default 30)"},
 	{"state", "carriers, run queues, compensation carriers and counts (text)"},
 	{"vars", "counters (JSON)"},
@@ -96,8 +101,9 @@ var endpoints = []struct{ name, what string }{
 // Handler returns an HTTP handler that serves s's profiles in the manner
 // of net/http/pprof: an index at its root and one endpoint each for the
 // thread dump (threads, threads.json), the pinning profile (pinned), the
-// park profile (parks), a CPU profile with whole stacks (profile), the
-// scheduler's state (state) and its counters (vars). Mount it under a
+// park profile (parks), the engine's freeze/thaw profile (freeze), a CPU
+// profile with whole stacks (profile), the scheduler's state (state) and
+// its counters (vars). Mount it under a
 // prefix with http.StripPrefix, as the Example shows; each profile
 // endpoint is readable by go tool pprof.
 func Handler(s *scheduler.Scheduler) http.Handler {
@@ -144,6 +150,13 @@ func Handler(s *scheduler.Scheduler) http.Handler {
 				binary("parks")
 			}
 			err = WriteParkProfile(w, s, debug)
+		case "freeze":
+			if debug > 0 {
+				text()
+			} else {
+				binary("freeze")
+			}
+			err = WriteFreezeProfile(w, debug)
 		case "profile":
 			sec, _ := strconv.Atoi(r.FormValue("seconds"))
 			if sec <= 0 {

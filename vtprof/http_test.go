@@ -42,6 +42,7 @@ func get(t *testing.T, url string) (string, http.Header) {
 }
 
 func TestHandler(t *testing.T) {
+	freezeRate(t, 1) // before the threads park, which freezes them
 	s, _ := parked(t, 4)
 	s.SetParkProfileRate(1)
 	defer s.SetParkProfileRate(0)
@@ -72,7 +73,7 @@ func TestHandler(t *testing.T) {
 		t.Errorf("state:\n%s", text)
 	}
 	var v vars
-	if text, _ := get(t, base+"vars"); json.Unmarshal([]byte(text), &v) != nil || v.Live != 4 || v.Carriers != 2 || !v.Tracking || v.ParkProfileRate != 1 {
+	if text, _ := get(t, base+"vars"); json.Unmarshal([]byte(text), &v) != nil || v.Live != 4 || v.Carriers != 2 || !v.Tracking || v.ParkProfileRate != 1 || v.FreezeProfileRate != 1 {
 		t.Errorf("vars: %s", text)
 	}
 	resp, err := http.Get(base + "nothing")
@@ -90,6 +91,7 @@ func TestHandler(t *testing.T) {
 		{"threads", "parkDeep"},
 		{"pinned", ""},
 		{"parks", ""},
+		{"freeze", "parkDeep"},
 		{"profile?seconds=1", ""},
 	} {
 		out, err := exec.Command(goCmd, "tool", "pprof", "-traces", base+ep.path).CombinedOutput()
