@@ -2,9 +2,9 @@
 
 package weft
 
-// FrozenPCs appends to pcs the return PCs of c's frames that are frozen in
-// its record, innermost first: none on this build, whose backend, the
-// portable one, freezes no frames (see the stack-copying version).
+// FrozenPCs appends to pcs the PCs of c's frames that are frozen in its
+// record, innermost first, one per logical frame: none on this build,
+// whose portable backend freezes no frames (see the stack-copying version).
 func (c *Cont) FrozenPCs(pcs []uintptr) []uintptr { return pcs }
 
 // IsBarrierPC reports whether pc is in the stack-copying backend's return

@@ -9,8 +9,10 @@ import (
 	"github.com/weftrt/weft/arch"
 )
 
-// FrozenPCs appends to pcs the return PCs of c's frames that are frozen in
-// its record, innermost first, and returns the extended slice. On the
+// FrozenPCs appends to pcs the PCs of c's frames that are frozen in its
+// record, innermost first, and returns the extended slice. They are in the
+// form runtime.Callers gives: one PC per logical frame, so a frame with
+// inlined calls gives a PC for each function inlined into it. On the
 // stack-copying backend a mounted continuation keeps, below its return
 // barrier, the frames it has not thawed yet: a stack walk of the goroutine
 // running it (runtime.Callers, the CPU profiler) stops at the barrier
@@ -26,7 +28,7 @@ func (c *Cont) FrozenPCs(pcs []uintptr) []uintptr {
 		return pcs
 	}
 	for _, f := range c.stack.chunk.frames() {
-		pcs = append(pcs, f.pc)
+		pcs = f.d.fn.LogicalPCs(f.pc, pcs)
 	}
 	return pcs
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/scheduler"
 )
 
@@ -143,7 +144,11 @@ func Stitch(p *profile.Profile, frozen map[string][]uintptr) {
 			last := locs[barrier-1].Address + 1
 			for j, pc := range below {
 				if uint64(pc) == last {
-					out = append(out, b.pcLocs(below[j+1:])...)
+					// below has a PC per logical frame; the live
+					// location holds every function inlined in its
+					// physical frame, so their PCs are skipped.
+					j += len(rt.FindFunc(pc-1).LogicalPCs(pc, nil))
+					out = append(out, b.pcLocs(below[j:])...)
 					break
 				}
 			}
