@@ -266,17 +266,9 @@ func (s *Scheduler) anyBusy() bool {
 // running one. It stops the world to take every goroutine's stack, as
 // runtime.Stack does: once per hold, never on a carrier's path.
 func (c *carrier) heldEvent(start time.Time) *HeldEvent {
-	buf := make([]byte, 64<<10)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) || len(buf) >= maxHeldDump {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	stack, ok := heldStack(string(buf), c.gid.Load())
-	if !ok && len(buf) < maxHeldDump {
+	dump, cut := allStacks()
+	stack, ok := heldStack(dump, c.gid.Load())
+	if !ok && !cut {
 		return nil
 	}
 	e := &HeldEvent{Reason: HeldCarrier, Start: start}
@@ -290,6 +282,19 @@ func (c *carrier) heldEvent(start time.Time) *HeldEvent {
 		e.Function = siteFunction(stack)
 	}
 	return e
+}
+
+// allStacks returns runtime.Stack of every goroutine, up to maxHeldDump
+// bytes; cut says it was cut there. It stops the world at least once.
+func allStacks() (dump string, cut bool) {
+	buf := make([]byte, 64<<10)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) || len(buf) >= maxHeldDump {
+			return string(buf[:n]), n >= len(buf)
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
 
 // runtimeWait reports whether a goroutine's state (goroutineWait) is a
@@ -378,15 +383,52 @@ func siteFunction(stack string) string {
 		if line == "" || line[0] == '\t' || strings.HasPrefix(line, "created by ") {
 			continue
 		}
-		name := line
-		if i := strings.LastIndexByte(name, '('); i > 0 {
-			name = name[:i]
-		}
-		if !isEngineOrStd(name) {
+		if name := callName(line); !isEngineOrStd(name) {
 			return name
 		}
 	}
 	return ""
+}
+
+// callName returns the function of a call line in a traceback
+// ("pkg.(*T).m(0xc000012345, ...)"): "pkg.(*T).m".
+func callName(line string) string {
+	if i := strings.LastIndexByte(line, '('); i > 0 {
+		return line[:i]
+	}
+	return line
+}
+
+// threadFrames returns the frames of a goroutine's traceback (one block
+// of runtime.Stack) from the innermost down to vthreadBody's, or nil if
+// vthreadBody is not on it: the running virtual thread's own frames.
+// Package weft's are left out, as framesOf does. A traceback names
+// functions, files and lines only, so the frames' PCs are 0.
+func threadFrames(stack string) []runtime.Frame {
+	lines := strings.Split(stack, "\n")
+	var out []runtime.Frame
+	for i := 1; i+1 < len(lines); i += 2 {
+		call, at := lines[i], lines[i+1]
+		if strings.HasPrefix(call, "created by ") || !strings.HasPrefix(at, "\t") {
+			return nil
+		}
+		f := runtime.Frame{Function: callName(call)}
+		at = at[1:]
+		if j := strings.LastIndex(at, " +0x"); j >= 0 {
+			at = at[:j]
+		}
+		if j := strings.LastIndexByte(at, ':'); j >= 0 {
+			f.File = at[:j]
+			f.Line, _ = strconv.Atoi(at[j+1:])
+		}
+		if !engineFrame(f.Function) {
+			out = append(out, f)
+		}
+		if strings.HasPrefix(call, bodyFrame) {
+			return out
+		}
+	}
+	return nil
 }
 
 // isEngineOrStd reports whether the function name is in the Go standard

@@ -183,9 +183,12 @@ type ThreadInfo struct {
 	// reads them).
 	CreatedBy []uintptr
 	// Stack are its frames, innermost first: of a parked thread, those
-	// frozen in its continuation, down to the body; of a pinned one, its
-	// whole stack where it blocked. A running or queued thread's stack
-	// changes as it is read, and is left empty.
+	// frozen in its continuation, down to the body; of a running one,
+	// its live frames down to the body, from a traceback of every
+	// goroutine (File, Function and Line; PC and Entry are 0); of a
+	// pinned one, its whole stack where it blocked. A queued thread's is
+	// empty, and a running one's if it moved on while it was read
+	// (liveDump).
 	Stack []runtime.Frame
 }
 
@@ -207,8 +210,9 @@ func (s *Scheduler) Threads() iter.Seq[ThreadInfo] {
 		if r == nil {
 			return
 		}
+		d := &liveDump{s: s}
 		for _, t := range r.entries() {
-			info, ok := r.info(t)
+			info, ok := r.info(t, d)
 			if ok && !yield(info) {
 				return
 			}
@@ -231,11 +235,12 @@ func (s *Scheduler) Thread(id uint64) (ThreadInfo, bool) {
 	if t == nil {
 		return ThreadInfo{}, false
 	}
-	return r.info(t)
+	return r.info(t, &liveDump{s: s})
 }
 
-// info reads t's thread; false if it has ended or been collected.
-func (r *registry) info(t *tracked) (ThreadInfo, bool) {
+// info reads t's thread, a running one's stack from d; false if it has
+// ended or been collected.
+func (r *registry) info(t *tracked, d *liveDump) (ThreadInfo, bool) {
 	vt := t.vt.Value()
 	if vt == nil {
 		return ThreadInfo{}, false
@@ -248,6 +253,8 @@ func (r *registry) info(t *tracked) (ThreadInfo, bool) {
 		info.State = Running
 		if p := t.pinned.Load(); p != nil {
 			info.State = Pinned // between its unpark and its wake-up
+		} else {
+			info.Stack = d.stack(t, vt)
 		}
 	case vtQueued:
 		info.State = Queued
@@ -278,6 +285,51 @@ func (r *registry) info(t *tracked) (ThreadInfo, bool) {
 		return ThreadInfo{}, false // the stack read may be another's
 	}
 	return info, true
+}
+
+// liveDump is one traceback of every goroutine, taken for the running
+// threads of one read of the registry. It is taken when the read meets
+// its first running thread, so a read with none running costs nothing.
+type liveDump struct {
+	s     *Scheduler
+	taken bool
+	text  string // runtime.Stack(all)
+	// switches are the carriers' switch counts just before text.
+	switches []uint32
+}
+
+// stack returns the live frames of vt, t's thread, read as running, or
+// nil if they are not in the traceback. vt's carrier must have switched
+// no thread since just before the traceback, and vt must still be
+// running on it: then the carrier's thread in the traceback is vt. A
+// compensation carrier is not listed, and its thread shows no stack.
+func (d *liveDump) stack(t *tracked, vt *VThread) []runtime.Frame {
+	id := int(t.carrier.Load())
+	if id < 0 || id >= len(d.s.carriers) {
+		return nil
+	}
+	if !d.taken {
+		d.take()
+	}
+	c := d.s.carriers[id]
+	if c.switches.Load() != d.switches[id] || int(t.carrier.Load()) != id || vt.state.Load() != vtRunning {
+		return nil // vt moved on, or another thread runs on c
+	}
+	block, ok := heldStack(d.text, c.gid.Load())
+	if !ok || block == "" {
+		return nil
+	}
+	return threadFrames(block)
+}
+
+// take records the carriers' switch counts, then the traceback of every
+// goroutine (allStacks), which stops the world.
+func (d *liveDump) take() {
+	d.taken = true
+	for _, c := range d.s.carriers {
+		d.switches = append(d.switches, c.switches.Load())
+	}
+	d.text, _ = allStacks() // a carrier cut off shows no stack
 }
 
 // framesOf returns the frames of the return PCs pcs, leaving out the

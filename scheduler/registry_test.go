@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -169,5 +170,99 @@ func TestDecodeLabels(t *testing.T) {
 	})
 	if decodeLabels(unsafe.Pointer(nil)) != nil {
 		t.Error("no labels decode to a map")
+	}
+}
+
+// spinOuter, spinMiddle and spinInner compute, three calls deep, until
+// stop is set; running is set once they are inside.
+//
+//go:noinline
+func spinOuter(running, stop *atomic.Bool) { spinMiddle(running, stop) }
+
+//go:noinline
+func spinMiddle(running, stop *atomic.Bool) { spinInner(running, stop) }
+
+//go:noinline
+func spinInner(running, stop *atomic.Bool) {
+	running.Store(true)
+	for !stop.Load() {
+		runtime.Gosched()
+	}
+}
+
+// wantInOrder reports whether fns appear in frames in that order, and
+// the last frame is vthreadBody.
+func wantInOrder(frames []runtime.Frame, fns ...string) bool {
+	i := 0
+	for _, f := range frames {
+		if i < len(fns) && strings.HasSuffix(f.Function, fns[i]) {
+			i++
+		}
+	}
+	return i == len(fns) && len(frames) > 0 && strings.HasSuffix(frames[len(frames)-1].Function, ".vthreadBody")
+}
+
+func TestThreadsShowsRunningStack(t *testing.T) {
+	s, err := New(Options{Carriers: 1, TrackThreads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var running, stop atomic.Bool
+	vt, err := s.GoNamed("spin", func(context.Context) error { spinOuter(&running, &stop); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !running.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	for range 3 {
+		runtime.GC()
+		info, ok := s.Thread(vt.ID())
+		if !ok || info.State != Running || info.Carrier != 0 {
+			t.Fatalf("spinning thread: %v %v carrier %d, want running on carrier 0", ok, info.State, info.Carrier)
+		}
+		if !wantInOrder(info.Stack, ".spinInner", ".spinMiddle", ".spinOuter") {
+			t.Fatalf("running thread's stack %v, want spinInner, spinMiddle, spinOuter down to vthreadBody", info.Stack)
+		}
+		for _, f := range info.Stack {
+			if f.File == "" || f.Line == 0 {
+				t.Errorf("frame %+v has no file or line", f)
+			}
+		}
+		n := 0
+		for info := range s.Threads() {
+			n++
+			if info.ID == vt.ID() && !wantInOrder(info.Stack, ".spinInner", ".spinMiddle", ".spinOuter") {
+				t.Fatalf("Threads: running thread's stack %v", info.Stack)
+			}
+		}
+		if n != 1 {
+			t.Fatalf("Threads listed %d threads, want 1", n)
+		}
+	}
+	stop.Store(true)
+	if err := vt.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestThreadFrames(t *testing.T) {
+	block := `goroutine 7 [running]:
+main.f(0x1, ...)
+	/src/main.go:10 +0x1d
+github.com/weftrt/weft/scheduler.vthreadBody()
+	/src/scheduler/spawn.go:150 +0x40
+github.com/weftrt/weft.(*Cont).Run(0xc000010000)
+	/src/cont.go:99 +0x22
+created by main.main in goroutine 1
+	/src/main.go:3 +0x10`
+	got := threadFrames(block)
+	if len(got) != 2 || got[0].Function != "main.f" || got[0].File != "/src/main.go" || got[0].Line != 10 ||
+		got[1].Function != "github.com/weftrt/weft/scheduler.vthreadBody" || got[1].Line != 150 {
+		t.Errorf("threadFrames: %+v", got)
+	}
+	if got := threadFrames(strings.Replace(block, "vthreadBody", "other", 1)); got != nil {
+		t.Errorf("threadFrames without vthreadBody: %+v, want nil", got)
 	}
 }
