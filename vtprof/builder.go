@@ -23,8 +23,12 @@ type builder struct {
 }
 
 type locKey struct {
-	pc   uintptr
-	name string // for a location with no PC: a synthetic frame
+	pc uintptr
+	// For a location with no PC, a synthetic frame's name, or a live
+	// frame's function, file and line (a running thread's, read from a
+	// traceback).
+	name, file string
+	line       int
 }
 
 type funcKey struct{ name, file string }
@@ -77,7 +81,7 @@ func (b *builder) frameLocs(frames []runtime.Frame) []*profile.Location {
 		}
 		k := locKey{pc: frames[i].PC}
 		if k.pc == 0 {
-			k.name = frames[i].Function
+			k.name, k.file, k.line = frames[i].Function, frames[i].File, frames[i].Line
 		}
 		loc := b.locs[k]
 		if loc == nil {

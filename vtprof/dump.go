@@ -75,7 +75,11 @@ func groupThreads(threads []scheduler.ThreadInfo) []*threadGroup {
 		k.WriteString(t.State.String())
 		k.WriteString(labelString(t.Labels))
 		for _, f := range t.Stack {
-			fmt.Fprintf(&k, " %x", f.PC)
+			if f.PC != 0 {
+				fmt.Fprintf(&k, " %x", f.PC)
+			} else { // a running thread's frame, from a traceback
+				fmt.Fprintf(&k, " %s:%s:%d", f.Function, f.File, f.Line)
+			}
 		}
 		g := byKey[k.String()]
 		if g == nil {
@@ -171,6 +175,10 @@ func threadsBlocks(w io.Writer, s *scheduler.Scheduler, threads []scheduler.Thre
 			fmt.Fprintf(&b, "(%s: no stack to read)\n", t.State)
 		}
 		for _, f := range t.Stack {
+			if f.PC == 0 { // a running thread's frame, from a traceback
+				fmt.Fprintf(&b, "%s(...)\n\t%s:%d\n", f.Function, f.File, f.Line)
+				continue
+			}
 			fmt.Fprintf(&b, "%s(...)\n\t%s:%d +%#x\n", f.Function, f.File, f.Line, f.PC-f.Entry)
 		}
 		if created := stackFrames(t.CreatedBy); len(created) > 0 {
