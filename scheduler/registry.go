@@ -182,13 +182,13 @@ type ThreadInfo struct {
 	// caller of Go, GoNamed or Group.Go outwards (runtime.CallersFrames
 	// reads them).
 	CreatedBy []uintptr
-	// Stack are its frames, innermost first: of a parked thread, those
-	// frozen in its continuation, down to the body; of a running one,
-	// its live frames down to the body, from a traceback of every
-	// goroutine (File, Function and Line; PC and Entry are 0); of a
-	// pinned one, its whole stack where it blocked. A queued thread's is
-	// empty, and a running one's if it moved on while it was read
-	// (liveDump).
+	// Stack are its frames, innermost first: of a parked or queued
+	// thread, those frozen in its continuation, down to the body (none
+	// for a thread not yet run); of a running one, its live frames down
+	// to the body, from a traceback of every goroutine (File, Function
+	// and Line; PC and Entry are 0); of a pinned one, its whole stack
+	// where it blocked. A running thread's is empty if it moved on while
+	// it was read (liveDump), or runs on a compensation carrier.
 	Stack []runtime.Frame
 }
 
@@ -256,13 +256,14 @@ func (r *registry) info(t *tracked, d *liveDump) (ThreadInfo, bool) {
 		} else {
 			info.Stack = d.stack(t, vt)
 		}
-	case vtQueued:
-		info.State = Queued
-		info.Carrier = -1
-	case vtParked:
+	case vtQueued, vtParked:
 		info.State = Parked
+		if st == vtQueued {
+			info.State, info.Carrier = Queued, -1
+		}
 		// The record is vt's until vt is done, and StackTrace reads it
-		// only while it is suspended, holding off its next Run.
+		// only while it is suspended, holding off its next Run: a
+		// carrier that takes a queued thread meanwhile waits for it.
 		if c := t.cont.Value(); c != nil {
 			info.Stack = c.StackTrace()
 		}

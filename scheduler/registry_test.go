@@ -266,3 +266,65 @@ created by main.main in goroutine 1
 		t.Errorf("threadFrames without vthreadBody: %+v, want nil", got)
 	}
 }
+
+// yieldOuter and yieldInner yield, two calls deep, until stop is set;
+// started is set once they are inside.
+//
+//go:noinline
+func yieldOuter(started, stop *atomic.Bool) { yieldInner(started, stop) }
+
+//go:noinline
+func yieldInner(started, stop *atomic.Bool) {
+	started.Store(true)
+	for !stop.Load() {
+		Yield()
+	}
+}
+
+func TestThreadsShowsQueuedStack(t *testing.T) {
+	s, err := New(Options{Carriers: 1, MaxCompensation: -1, TrackThreads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var started, running, stop atomic.Bool
+	yielder, err := s.Go(func(context.Context) error { yieldOuter(&started, &stop); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !started.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	spinner, err := s.Go(func(context.Context) error { spinOuter(&running, &stop); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !running.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	// The spinner keeps the only carrier; the yielder waits queued.
+	var states []ThreadState
+	for info := range s.Threads() {
+		states = append(states, info.State)
+		switch info.ID {
+		case yielder.ID():
+			if !wantInOrder(info.Stack, ".yieldInner", ".yieldOuter") {
+				t.Errorf("queued thread's stack %v, want yieldInner, yieldOuter down to vthreadBody", info.Stack)
+			}
+		case spinner.ID():
+			if !wantInOrder(info.Stack, ".spinInner", ".spinMiddle", ".spinOuter") {
+				t.Errorf("running thread's stack %v", info.Stack)
+			}
+		}
+	}
+	if len(states) != 2 || states[0] != Queued || states[1] != Running {
+		t.Errorf("states %v, want [queued running]", states)
+	}
+	stop.Store(true)
+	if err := spinner.Join(); err != nil {
+		t.Fatal(err)
+	}
+	if err := yielder.Join(); err != nil {
+		t.Fatal(err)
+	}
+}
