@@ -171,6 +171,10 @@ func writeText(w io.Writer, header string, recs []textRecord) error {
 			fmt.Fprintf(&sb, "# %s\n", r.note)
 		}
 		for _, f := range r.stack {
+			if f.PC == 0 { // a running thread's frame, from a traceback
+				fmt.Fprintf(&sb, "#\t0x0\t%s\t%s:%d\n", f.Function, f.File, f.Line)
+				continue
+			}
 			fmt.Fprintf(&sb, "#\t%#x\t%s+%#x\t%s:%d\n", f.PC, f.Function, f.PC-f.Entry, f.File, f.Line)
 		}
 		sb.WriteByte('\n')

@@ -95,6 +95,30 @@ func TestWriteThreadsRunningText(t *testing.T) {
 	}
 }
 
+func TestWriteThreadsRunningAggregated(t *testing.T) {
+	s := spinning(t)
+	var buf bytes.Buffer
+	if err := WriteThreads(&buf, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	_, rec, ok := strings.Cut(out, "# state: running\n")
+	if !ok {
+		t.Fatalf("debug=1 has no running record:\n%s", out)
+	}
+	var fns []string
+	for _, line := range strings.Split(strings.TrimSpace(rec), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 || f[1] != "0x0" {
+			t.Fatalf("debug=1 frame line %q, want #, 0x0, function, file:line", line)
+		}
+		fns = append(fns, f[2])
+	}
+	if !inOrder(fns, spinChain...) {
+		t.Errorf("debug=1 running record's functions %q", fns)
+	}
+}
+
 func TestWriteThreadsRunningProto(t *testing.T) {
 	s := spinning(t)
 	var buf bytes.Buffer
