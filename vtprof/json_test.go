@@ -185,3 +185,30 @@ func TestWriteThreadsJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteThreadsRunningJSON(t *testing.T) {
+	s := spinning(t)
+	var buf bytes.Buffer
+	if err := WriteThreadsJSON(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	schema := loadSchema(t)
+	var v any
+	if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range validate(schema, schema, v, "$") {
+		t.Error(e)
+	}
+	var d jsonDump
+	if err := json.Unmarshal(buf.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	cs := d.ThreadDump.ThreadContainers
+	if len(cs) != 1 || len(cs[0].Threads) != 1 || cs[0].Threads[0].State != "running" {
+		t.Fatalf("JSON: %s", buf.String())
+	}
+	if st := cs[0].Threads[0].Stack; !inOrder(st, spinChain...) {
+		t.Errorf("JSON running thread's stack %q", st)
+	}
+}
