@@ -284,6 +284,9 @@ func (c *carrier) run(vt *VThread) {
 	}
 	switch vt.action {
 	case actYield:
+		if profiling.Load() != 0 {
+			s.profYield(vt) // profiling.go
+		}
 		vt.state.Store(vtQueued)
 		s.readyBack(vt)
 	default: // actPark

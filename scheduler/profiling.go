@@ -205,6 +205,15 @@ func (s *Scheduler) profPark(vt *VThread) {
 	}
 }
 
+// profYield records that vt, which has yielded, runs on no carrier: a
+// dump must not take the stack of the carrier it left for vt's until it
+// mounts again.
+func (s *Scheduler) profYield(vt *VThread) {
+	if s.reg != nil {
+		vt.rare.Load().track.carrier.Store(-1)
+	}
+}
+
 // profWake stamps the wake-up of vt, parked, which its caller has just
 // queued, for the park profile.
 func (s *Scheduler) profWake(vt *VThread) {
