@@ -10,12 +10,11 @@ import (
 )
 
 // checkAffinity checks that every CPU in cpus is one this process may run on.
-// It reads the affinity on a goroutine of its own: the caller's thread may
-// be bound to fewer CPUs than the process (a virtual thread on a carrier
-// bound to a CPU, a goroutine that locked its thread and bound it), where
-// a new goroutine, which no locked thread runs, gets a thread of the
-// runtime's pool, with the process's affinity (carriers give theirs back
-// before they unlock it).
+// It reads the affinity on a new goroutine, which runs on a thread of the
+// runtime's pool with the process's affinity. The caller's thread may be
+// bound to fewer CPUs: a carrier bound to a CPU, or a goroutine that
+// locked and bound its thread. Carriers restore their thread's affinity
+// before they unlock it.
 func checkAffinity(cpus []int) error {
 	var set unix.CPUSet
 	errc := make(chan error, 1)

@@ -14,119 +14,121 @@ import (
 // A carrier is a goroutine that runs virtual threads, one at a time.
 //
 // It pushes and pops at the tail of its local queue: what it made
-// runnable last runs first, which keeps a spawn tree depth first and a
+// runnable last runs first. That keeps a spawn tree depth first and a
 // woken partner hot. Other carriers steal from the head. A Join that
-// takes a thread from the middle (unqueue) moves the tail into its place,
-// so the order is mostly, not strictly, that.
+// takes a thread from the middle (unqueue) moves the tail into its
+// place. So the order is mostly, not strictly, that.
 //
 // runnext is a slot for the one thread queued when nothing else is: a
 // spawn that is joined, or the partner woken by a hand-off. The carrier
 // fills and empties it without the lock, as the Go runtime's Ps do. It
-// holds a thread only while queue is empty: the carrier moves that thread
-// to queue, under the lock, before it queues another. So the slot is the
-// whole queue, and the order is the queue's. queued holds the slot's
-// thread's ID: taking it is one compare-and-swap of a word, without the
-// runtime call and write barrier of an atomic pointer.
+// holds a thread only while queue is empty. The carrier moves that
+// thread to queue, under the lock, before it queues another. So the slot
+// is the whole queue, and the order is the queue's. queued holds the
+// slot's thread's ID. Taking it is one compare-and-swap of a word,
+// without the runtime call and write barrier of an atomic pointer.
 type carrier struct {
 	s    *Scheduler
 	id   int
 	cpu  int
 	temp bool // a compensation carrier: exits once fewer carriers are blocked pinned than these run
-	// runnextOK says that pushOwn may put a thread in runnext: c is not
-	// a compensation carrier, and its scheduler is not deterministic
-	// (whose run queue is detState's). Set when c is made.
+	// runnextOK says that pushOwn may put a thread in runnext. c is not
+	// a compensation carrier, and its scheduler is not deterministic: a
+	// deterministic run queue is detState's. Set when c is made.
 	runnextOK bool
 
 	mu    sync.Mutex
 	queue []*VThread
 	head  int
-	// queued says what is queued on c, and is the one thing read without
-	// mu:
+	// queued says what is queued on c. It is the one thing read
+	// without mu:
 	//   - queuedNone: nothing;
 	//   - queuedInQueue: something in queue, nothing in runnext;
 	//   - a thread's ID: that thread in runnext, nothing in queue;
 	//   - queuedTaking: a thief, which holds mu, takes runnext's thread.
-	// Only c's goroutine moves it from queuedNone (only c queues on c). It
-	// moves to and from queuedInQueue only under mu. It moves from an ID
-	// by a compare-and-swap, which the ID makes safe (IDs are never
-	// reused): to queuedNone by c's goroutine without mu, to queuedTaking
-	// by a thief under mu, or to queuedInQueue by c's goroutine under mu
-	// (moveRunnext). Under mu it is never queuedTaking.
+	// Only c's goroutine moves it from queuedNone: only c queues on c.
+	// It moves to and from queuedInQueue only under mu. It moves from an
+	// ID by a compare-and-swap, safe because IDs are never reused. From
+	// an ID it moves to one of:
+	//   - queuedNone, by c's goroutine without mu;
+	//   - queuedTaking, by a thief under mu;
+	//   - queuedInQueue, by c's goroutine under mu (moveRunnext).
+	// Under mu it is never queuedTaking.
 	queued atomic.Uint64
 	// runnext is the thread whose ID queued holds, nil otherwise. Whoever
 	// moves queued from that ID owns it, to read and clear: c's goroutine,
-	// which alone writes it otherwise (in queuedNone, before it stores the
-	// ID; under mu when it moves the thread to queue), or a thief until
-	// it stores queuedNone.
+	// or a thief until it stores queuedNone. Otherwise only c's goroutine
+	// writes it: in queuedNone, before it stores the ID, and under mu
+	// when it moves the thread to queue.
 	runnext *VThread
 
 	wake chan struct{}
 	// pinned is where a virtual thread blocked pinned on this carrier
-	// (parkPinned) waits for its Unpark: one at a time, as the carrier runs
-	// one, so the channel is the carrier's and not in every VThread.
+	// (parkPinned) waits for its Unpark. The carrier runs one at a time,
+	// so the channel is the carrier's, not in every VThread.
 	pinned chan struct{}
 
-	// cur is the virtual thread this carrier is running, so that the
-	// carrier can finish it if it ends the carrier's goroutine (Goexit).
+	// cur is the virtual thread this carrier is running. The carrier
+	// finishes it if it ends the carrier's goroutine (Goexit).
 	cur *VThread
-	// switches counts the virtual threads the carrier has mounted (run);
-	// the monitor finds the carrier held when it stays the same
+	// switches counts the virtual threads the carrier has mounted (run).
+	// The monitor finds the carrier held when it stays the same
 	// (held.go). Only the carrier's goroutine writes it.
 	switches atomic.Uint32
 	// compensated is nonzero while the thread the carrier runs blocks it
-	// with a compensation carrier started for it (Blocking, a pinned
-	// park): the monitor does not count it held.
+	// and a compensation carrier was started for it (Blocking, a pinned
+	// park). The monitor does not count it held then.
 	compensated atomic.Int32
 	// gid is the ID of the carrier's goroutine, which held.go finds in
-	// a traceback; tid, its OS thread's if it is locked to it, else 0.
+	// a traceback. tid is its OS thread's if it is locked to it, else 0.
 	gid atomic.Uint64
 	tid atomic.Int32
-	// watch is the monitor's view of the carrier; only the monitor
+	// watch is the monitor's view of the carrier. Only the monitor
 	// touches it.
 	watch watch
 	// nested is how many virtual threads runNested is running inside
 	// other virtual threads' Joins on this carrier, one inside the other.
 	nested int
 	// owed is nonzero while the carrier owes a wake-up for a virtual
-	// thread it queued on its empty queue (pushOwn): the monitor's tick
-	// when it began. The carrier clears it when it next takes work from
-	// its queues, or when a Join takes the last one queued back
-	// (unqueue); the monitor pays it (wakes an idle carrier) if it lasts
-	// a whole tick.
+	// thread it queued on its empty queue (pushOwn). It holds the
+	// monitor's tick when the debt began. The carrier clears it when it
+	// next takes work from its queues, or when a Join takes the last one
+	// queued back (unqueue). If it lasts a whole tick, the monitor pays
+	// it by waking an idle carrier.
 	owed atomic.Uint64
 
 	// free are continuation records of virtual threads that ended on this
-	// carrier, which Go reuses when called from a virtual thread running
-	// on it; only the carrier's goroutine touches them. Past its length,
+	// carrier. Go reuses them when called from a virtual thread running
+	// on it. Only the carrier's goroutine touches them. Past its length,
 	// the array keeps the records Go took last, each in the slot it was
-	// taken from (keep): while the collector marks, every pointer store
-	// runs its write barrier, and a virtual thread started and joined on
-	// one carrier takes its record from the slot that it puts it back
-	// into, with no store either way. A record kept so is never read
-	// from there; it is in use, or on a free list, or was dropped (by a
-	// Goexit, finish having no carrier, or where it ended, its carrier's
-	// free records being full) and waits for its slot's next store: at
-	// most cap(free), maxFree, records per carrier.
+	// taken from (keep). While the collector marks, every pointer store
+	// runs its write barrier. A virtual thread started and joined on one
+	// carrier takes its record from the slot it puts it back into: no
+	// store either way. A record kept so is never read from there. It is
+	// in use, or on a free list, or was dropped, and waits for its
+	// slot's next store. It is dropped by a Goexit, where finish has no
+	// carrier, or where its carrier's free records are full. That keeps
+	// at most cap(free), maxFree, records per carrier.
 	free []*weft.Cont
-	// picks counts the carrier's picks (next's calls, and loop's takes
-	// from runnext without one) since its last fair one, for next's
-	// fairness rule; only the carrier's goroutine touches it.
+	// picks counts the carrier's picks since its last fair one, for
+	// next's fairness rule: next's calls, and loop's takes from runnext
+	// without one. Only the carrier's goroutine touches it.
 	picks uint32
-	// fairOwn says that the last fair pick tried c's own queue first;
-	// fairEnded is ends at the last fair pick, and
-	// fairPassed how many own turns in a row passed over the oldest
-	// (fairPick). Only the carrier's goroutine touches them.
+	// fairOwn says that the last fair pick tried c's own queue first.
+	// fairEnded is ends at the last fair pick. fairPassed is how many
+	// own turns in a row passed over the oldest (fairPick). Only the
+	// carrier's goroutine touches them.
 	fairOwn    bool
 	fairPassed uint32
 	fairEnded  uint32
 	// ends counts the virtual threads that ended in run on c, for the
-	// fair pick; only the carrier's goroutine touches it.
+	// fair pick. Only the carrier's goroutine touches it.
 	ends uint32
 
-	// count is this carrier's shard of the live count (Scheduler.shard
-	// says which threads it counts); idNext and idEnd, its batch of IDs
-	// (newID). Only what the carrier runs writes them, and only Live and
-	// liveCount read the count elsewhere: they are kept off the cache
+	// count is this carrier's shard of the live count; Scheduler.shard
+	// says which threads it counts. idNext and idEnd are its batch of IDs
+	// (newID). Only what the carrier runs writes them. Only Live and
+	// liveCount read the count elsewhere. They are kept off the cache
 	// lines of mu and the queue, which other carriers write when they
 	// steal.
 	_      cpu.CacheLinePad
@@ -136,19 +138,20 @@ type carrier struct {
 	_      cpu.CacheLinePad
 }
 
-// newCarrier returns carrier id of s, not yet started, bound to no CPU; a
-// temp one is a compensation carrier.
+// newCarrier returns carrier id of s, not yet started, bound to no CPU.
+// A temp one is a compensation carrier.
 func newCarrier(s *Scheduler, id int, temp bool) *carrier {
 	return &carrier{s: s, id: id, temp: temp, runnextOK: !temp && s.det == nil, cpu: -1, wake: make(chan struct{}, 1), pinned: make(chan struct{}, 1)}
 }
 
 func (c *carrier) loop() {
 	s := c.s
-	// The carrier's own profiler labels are the scheduler's, which run
-	// puts back after each virtual thread (labels.go). Not those the go
-	// statement gave this goroutine: a compensation carrier is started
-	// by a virtual thread blocked pinned (parkPinned), a replacement by a
-	// carrier whose thread called runtime.Goexit, with that thread's.
+	// The carrier's own profiler labels are the scheduler's. run puts
+	// them back after each virtual thread (labels.go). They are not
+	// those the go statement gave this goroutine. A virtual thread
+	// blocked pinned (parkPinned) starts a compensation carrier with its
+	// labels. A carrier whose thread called runtime.Goexit starts a
+	// replacement with that thread's.
 	if profLabel() != s.labels {
 		setProfLabel(s.labels)
 	}
@@ -157,15 +160,15 @@ func (c *carrier) loop() {
 	defer func() {
 		if !normal {
 			// A virtual thread called runtime.Goexit, which ends the
-			// goroutine running it: it is done, and this carrier is
-			// replaced.
+			// goroutine running it. The thread is done, and this
+			// carrier is replaced.
 			if vt := c.cur; vt != nil {
 				c.cur = nil
 				vt.carrier = nil
 				s.finish(vt, nil)
 			}
 			// The replacement starts with this goroutine's labels,
-			// which are vt's (or its joiner's): the carrier's first.
+			// which are vt's or its joiner's. So set the carrier's first.
 			setProfLabel(s.labels)
 			s.wg.Add(1)
 			go c.loop()
@@ -180,15 +183,15 @@ func (c *carrier) loop() {
 			restore = setAffinity(c.cpu)
 		} else if c.temp && len(s.opts.CPUs) > 0 {
 			// A compensation carrier stands in for one blocked on its
-			// CPU, which it cannot take (that thread still holds it,
-			// blocked): it runs on any of the scheduler's CPUs, never
+			// CPU. It cannot take that CPU: the blocked thread still
+			// holds it. It runs on any of the scheduler's CPUs, never
 			// outside them.
 			restore = setAffinity(s.opts.CPUs...)
 		}
 		defer func() {
-			// A thread bound to a CPU goes back to the runtime's pool,
-			// which runs other goroutines on it, as it was before; if
-			// that fails, it ends with this goroutine instead.
+			// A thread bound to a CPU goes back to the runtime's pool
+			// with its former affinity, to run other goroutines. If
+			// restoring fails, it ends with this goroutine instead.
 			if restore == nil || restore() {
 				runtime.UnlockOSThread()
 			}
@@ -198,11 +201,12 @@ func (c *carrier) loop() {
 		if c.owed.Load() != 0 {
 			c.owed.Store(0) // this carrier takes what it queued
 		}
-		// next's first choice, the thread in runnext (a hand-off's
-		// partner, a joined spawn), taken without next's call unless
-		// this pick is next's fair one. queued is never a thread's ID in
-		// deterministic mode or on a compensation carrier (pushOwn
-		// queues elsewhere there), so neither needs a test here.
+		// next's first choice is the thread in runnext: a hand-off's
+		// partner, a joined spawn. It is taken here without next's call,
+		// unless this pick is next's fair one. queued is never a
+		// thread's ID in deterministic mode or on a compensation
+		// carrier: pushOwn queues elsewhere there. So neither needs a
+		// test here.
 		var vt *VThread
 		if c.picks < fairPicks-1 {
 			vt = c.takeRunnextIf(c.queued.Load())
@@ -236,9 +240,9 @@ func (c *carrier) loop() {
 		c.run(vt)
 		if c.temp {
 			if s.retireTemp() {
-				// The block it stood in for has ended: a busy
-				// compensation carrier leaves too, or carriers beyond
-				// Options.Carriers would run for as long as work keeps
+				// The block it stood in for has ended, so a busy
+				// compensation carrier leaves too. Else carriers beyond
+				// Options.Carriers would run as long as work keeps
 				// coming. What it queued goes to the global queue.
 				c.spill()
 				normal = true
@@ -256,8 +260,8 @@ func (c *carrier) run(vt *VThread) {
 	vt.carrier = c
 	prev := c.cur // the joiner, in runNested
 	c.cur = vt
-	// vt's profiler labels in the goroutine's place while it runs
-	// (labels.go): outer are the carrier's, or the joiner's in runNested.
+	// vt's profiler labels take the goroutine's place while it runs
+	// (labels.go). outer are the carrier's, or the joiner's in runNested.
 	outer, own := profLabel(), vt.labels()
 	set := own // what the goroutine has while vt runs
 	if profiling.Load() != 0 {
@@ -296,7 +300,7 @@ func (c *carrier) run(vt *VThread) {
 		vt.state.Store(vtParked)
 		if vt.permit.Load() && vt.state.CompareAndSwap(vtParked, vtQueued) {
 			// As any push by c: behind another queued virtual thread, it
-			// must wake a carrier, or that one, whose wake-up c owes,
+			// must wake a carrier. Else that one, whose wake-up c owes,
 			// waits behind it unowed.
 			c.pushOwn(vt)
 		}
@@ -306,11 +310,11 @@ func (c *carrier) run(vt *VThread) {
 // sleep waits until some carrier is told there is work.
 //
 // wakeOne skips the scheduler's lock while no carrier is idle (nidle is
-// 0), so a carrier announces itself idle first and only then looks at the
-// queues once more: a push that the look misses comes after it under the
-// queue's lock, or, into an empty runnext, after it in the order of atomic
-// operations, so it sees nidle raised and wakes a carrier (or owes the
-// wake-up, with nothing else queued: pushOwn).
+// 0). So a carrier announces itself idle first, and only then looks at
+// the queues once more. A push that the look misses comes after it:
+// under the queue's lock, or, into an empty runnext, in the order of
+// atomic operations. So that push sees nidle raised and wakes a carrier.
+// With nothing else queued, it owes the wake-up instead (pushOwn).
 func (c *carrier) sleep() {
 	s := c.s
 	if h := testHooks.sleepBeforeIdle.Load(); h != nil {
@@ -324,9 +328,9 @@ func (c *carrier) sleep() {
 		(*h)(c)
 	}
 	// A compensation carrier also looks at whether it is one too many
-	// now: a pinned park that ended after its retireTemp said no and
-	// before it was on the idle list found it nowhere to wake
-	// (wakeSurplusTemp lowers blocked before it looks at the list).
+	// now. A pinned park may have ended after its retireTemp said no and
+	// before it was on the idle list. That park found it nowhere to wake:
+	// wakeSurplusTemp lowers blocked before it looks at the list.
 	if s.drained() || c.hasWork() || s.hasGlobal() || (c.temp && s.surplusTemp()) {
 		s.mu.Lock()
 		for i, o := range s.idle {
@@ -346,9 +350,9 @@ func (c *carrier) sleep() {
 }
 
 func (c *carrier) hasWork() bool {
-	// In deterministic mode the run queue is the detState's: a virtual
-	// thread pushed there after next() came up empty (by a Go or an
-	// Unpark from outside the carrier) must keep the carrier awake, or
+	// In deterministic mode the run queue is the detState's. A Go or an
+	// Unpark from outside the carrier may push a virtual thread there
+	// after next() came up empty. It must keep the carrier awake. Else
 	// its wakeOne, which found no idle carrier yet, is lost.
 	if d := c.s.det; d != nil {
 		d.mu.Lock()
@@ -359,9 +363,9 @@ func (c *carrier) hasWork() bool {
 				break
 			}
 		}
-		// A context that ended after fireContexts looked: its
-		// AfterFunc's wakeOne found no idle carrier, so this look is
-		// all that keeps the carrier from sleeping through it.
+		// A context may have ended after fireContexts looked. Its
+		// AfterFunc's wakeOne found no idle carrier. So this look is all
+		// that keeps the carrier from sleeping through it.
 		for _, w := range d.watches {
 			if !w.done && w.ctx.Err() != nil {
 				n++
@@ -374,9 +378,9 @@ func (c *carrier) hasWork() bool {
 		}
 	}
 	for _, o := range c.s.carriers {
-		// queued under the lock: it then says what queue holds, and a
+		// queued under the lock. It then says what queue holds. A
 		// thread that moves from runnext to queue (moveRunnext) moves
-		// under it.
+		// under the lock.
 		o.mu.Lock()
 		r := o.queued.Load()
 		o.mu.Unlock()

@@ -19,19 +19,19 @@ import (
 // select has one node per case, all pointing to the same waiter, so the
 // waiter is queued on every channel of the select at once.
 //
-// The waiter's state is the claim: whoever completes an operation with a
+// The waiter's state is the claim. Whoever completes an operation with a
 // queued node (a matching Send or Recv, a Close) first writes the node's
-// payload, then calls wake, whose compare-and-swap succeeds for exactly
-// one party, and only if the waiter has not timed out or been cancelled.
-// If it fails, the node is stale (its select has fired elsewhere, or its
-// wait ended); it is dropped from the queue and the next node is tried.
-// Writing the payload before the claim means that a waiter that sees
-// itself woken always finds its payload in place, even if it wakes
-// spuriously before the signal arrives; a stale node's payload is never
-// read. The winner of a select also records which case won, in the
-// waiter's index, after the claim and still under its channel's lock: the
-// select reads it only after locking all its channels again. Select and
-// its lock order are in select.go.
+// payload. It then calls wake. wake's compare-and-swap succeeds for
+// exactly one party, and only if the waiter has not timed out or been
+// cancelled. If it fails, the node is stale: its select has fired
+// elsewhere, or its wait ended. The node is dropped from the queue and
+// the next one is tried. The payload is written before the claim. So a
+// waiter that sees itself woken always finds its payload in place, even
+// if it wakes spuriously before the signal arrives. A stale node's
+// payload is never read. The winner of a select also records which case
+// won, in the waiter's index. It does so after the claim, still under
+// its channel's lock. The select reads it only after locking all its
+// channels again. Select and its lock order are in select.go.
 
 // chanIDs numbers channels, for the select's lock order.
 var chanIDs atomic.Uint64
@@ -45,10 +45,11 @@ var chanIDs atomic.Uint64
 // Waiting senders and receivers are served in FIFO order, so values sent
 // by one sender are received in the order sent. The zero Chan is an open
 // unbuffered channel; NewChan makes buffered ones. Unlike a Go channel, a
-// nil *Chan must not be used: sending, receiving or closing on one panics
-// with a message that says so, where a nil Go channel blocks for ever (a
-// virtual thread parked for good would be a leak nobody sees). As in Go,
-// a Select case of a nil *Chan is never ready, and Len and Cap are 0.
+// nil *Chan must not be used. Sending, receiving or closing on one
+// panics with a message that says so. A nil Go channel blocks for ever,
+// but a virtual thread parked for good would be a leak nobody sees. As
+// in Go, a Select case of a nil *Chan is never ready, and Len and Cap
+// are 0.
 type Chan[T any] struct {
 	id     atomic.Uint64 // the select's lock order; 0 until chanID assigns it
 	mu     sync.Mutex
@@ -76,9 +77,9 @@ type chanNode[T any] struct {
 }
 
 // A chanQueue is a doubly linked list of nodes. A node on no queue has
-// q, prev and next nil: new, or taken off by pop or remove, which clear
-// them (a popped node's prev is nil already, as the head's always is);
-// push relies on it and does not store a nil next again.
+// q, prev and next nil. It is new, or taken off by pop or remove, which
+// clear them. A popped node's prev is nil already, as the head's always
+// is. push relies on it and does not store a nil next again.
 type chanQueue[T any] struct {
 	head, tail *chanNode[T]
 }
@@ -94,8 +95,8 @@ func (q *chanQueue[T]) push(n *chanNode[T]) {
 	q.tail = n
 }
 
-// pop takes the first node off q: remove for a node with no prev, by
-// hand, which stores three pointers where remove stores five.
+// pop takes the first node off q. It is remove for a node with no prev,
+// written out: it stores three pointers where remove stores five.
 func (q *chanQueue[T]) pop() *chanNode[T] {
 	n := q.head
 	if n != nil {
@@ -104,9 +105,9 @@ func (q *chanQueue[T]) pop() *chanNode[T] {
 	return n
 }
 
-// popHead is pop of n, q's first node, for a caller that has loaded it
-// (sendWait and recvWait: their loops test the head once, where pop's
-// result was tested again).
+// popHead is pop of n, q's first node, for a caller that has loaded it.
+// sendWait and recvWait call it: their loops test the head once, and
+// pop's result would be tested again.
 func (q *chanQueue[T]) popHead(n *chanNode[T]) {
 	next := n.next
 	q.head = next
@@ -134,14 +135,14 @@ func (q *chanQueue[T]) remove(n *chanNode[T]) {
 }
 
 // fire claims the node's waiter; the payload must be in place. It
-// reports whether it won; if not, the node is stale, and fire drops its
-// value (a receiver's payload just written, or a sender's value, which
-// nobody reads once its wait has ended elsewhere), so that the caller
-// need not keep the node across the call. Once it has won, the node is
-// its waiter's again, which may reuse it at once (keptNodeOf): after the
-// claim nothing writes the node but its waiter, which never writes w or
-// index (a kept node's index is -1 from the start), and the wake-up reads
-// only the waiter's virtual thread or channel, which never change.
+// reports whether it won. If not, the node is stale, and fire drops its
+// value: a receiver's payload just written, or a sender's value. Nobody
+// reads it once its wait has ended elsewhere. So the caller need not
+// keep the node across the call. Once fire has won, the node is its
+// waiter's again, which may reuse it at once (keptNodeOf). After the
+// claim nothing writes the node but its waiter. The waiter never writes
+// w or index; a kept node's index is -1 from the start. The wake-up
+// reads only the waiter's virtual thread or channel, which never change.
 // sendWait and recvWait, on the path of every hand-off, have copies of
 // it, of claimed and of unparkClaimed (TestParkCopiesMatch).
 func (n *chanNode[T]) fire() bool {
@@ -154,9 +155,9 @@ func (n *chanNode[T]) fire() bool {
 	return false
 }
 
-// sent ends a sender's wait once woken: it drops the value (taken, or
-// dropped by Close: no reference kept) and panics if the channel was
-// closed instead.
+// sent ends a sender's wait once woken. It drops the value, taken or
+// dropped by Close, so no reference is kept. It panics if the channel
+// was closed instead.
 func (n *chanNode[T]) sent() bool {
 	var zero T
 	n.val = zero
@@ -166,8 +167,9 @@ func (n *chanNode[T]) sent() bool {
 	return true
 }
 
-// received ends a receiver's wait once woken: the value and whether one
-// came (false: closed), with the node's reference to it dropped.
+// received ends a receiver's wait once woken. It returns the value and
+// whether one came (false: closed). The node's reference to it is
+// dropped.
 func (n *chanNode[T]) received() (v T, ok bool) {
 	v, ok = n.val, n.ok
 	var zero T
@@ -176,8 +178,8 @@ func (n *chanNode[T]) received() (v T, ok bool) {
 }
 
 // plainNode returns a new node for a blocking send or receive with a
-// timeout or a context, with its waiter ready. (Send and Recv, which have
-// neither, reuse a kept node: sendWait.)
+// timeout or a context, with its waiter ready. Send and Recv have
+// neither, and reuse a kept node (sendWait).
 func plainNode[T any]() *chanNode[T] {
 	n := &chanNode[T]{index: -1}
 	n.w = &n.own
@@ -185,13 +187,13 @@ func plainNode[T any]() *chanNode[T] {
 	return n
 }
 
-// A blocking Send or Recv, without a timeout or context, waits on a node
-// that sendWait and recvWait find with keptNodeOf, or make with
-// newWaitNode, and whose waiter's state they set waiting. A virtual
-// thread reuses the node of its last such operation on a channel of the
-// same T: nothing but the operation's completer can wake it (no timer or
-// context fires late into its next use), and the completer is done with
-// the node once it has claimed it.
+// A blocking Send or Recv, without a timeout or context, waits on a
+// node. sendWait and recvWait find it with keptNodeOf, or make it with
+// newWaitNode, and set its waiter's state waiting. A virtual thread
+// reuses the node of its last such operation on a channel of the same T.
+// Only the operation's completer can wake it: no timer or context fires
+// late into its next use. The completer is done with the node once it
+// has claimed it.
 
 // keptNodeOf returns the node vt keeps, if vt is a virtual thread that
 // keeps one for T; nil otherwise.
@@ -207,10 +209,10 @@ func keptNodeOf[T any](vt *VThread) *chanNode[T] {
 	return nil
 }
 
-// newWaitNode makes the node of a Send or Recv that waits for a
-// goroutine (vt nil), or for a virtual thread that keeps none for T, which
-// keeps it. Not inlined: sendWait's and recvWait's frames stay as they
-// were without it.
+// newWaitNode makes the node of a Send or Recv that waits, for a
+// goroutine (vt nil) or for a virtual thread that keeps none for T. The
+// virtual thread keeps it. It is not inlined, so it adds nothing to
+// sendWait's and recvWait's frames.
 //
 //go:noinline
 func newWaitNode[T any](vt *VThread) *chanNode[T] {
@@ -230,22 +232,22 @@ func newWaitNode[T any](vt *VThread) *chanNode[T] {
 }
 
 // keptNode is the node a virtual thread keeps (VThread.node) for its
-// next blocking Send or Recv: a chanNode[T] after the word that says
-// which T, so that the VThread holds one pointer rather than an interface
-// (every parked virtual thread has a VThread).
+// next blocking Send or Recv. It is a chanNode[T] after the word that
+// says which T. So the VThread holds one pointer, not an interface.
+// Every parked virtual thread has a VThread.
 type keptNode[T any] struct {
 	typ unsafe.Pointer // nodeType[T]()
 	chanNode[T]
 }
 
 // nodeType returns a word that differs for each T: the type word of a
-// *chanNode[T] in an interface (the runtime's eface: type, then data).
+// *chanNode[T] in an interface. The runtime's eface is type, then data.
 func nodeType[T any]() unsafe.Pointer {
 	x := any((*chanNode[T])(nil))
 	return (*[2]unsafe.Pointer)(unsafe.Pointer(&x))[0]
 }
 
-// NewChan returns a channel with room for capacity buffered values; 0
+// NewChan returns a channel with room for capacity buffered values. 0
 // makes an unbuffered channel, on which a send waits for a receiver.
 // A negative capacity panics, as make does.
 func NewChan[T any](capacity int) *Chan[T] {
@@ -293,17 +295,17 @@ func (c *Chan[T]) Send(v T) { c.sendWait(v) }
 // panics if the channel is closed.
 func (c *Chan[T]) TrySend(v T) bool { return c.send(v, false, nil, -1) }
 
-// SendTimeout is Send that gives up after d (by the scheduler's clock in a
-// virtual thread); it reports whether v was sent. d <= 0 is TrySend.
+// SendTimeout is Send that gives up after d, by the scheduler's clock in
+// a virtual thread. It reports whether v was sent. d <= 0 is TrySend.
 func (c *Chan[T]) SendTimeout(v T, d time.Duration) bool {
 	return c.send(v, d > 0, nil, d)
 }
 
 // SendContext is Send that gives up when ctx ends, returning ctx.Err().
-// It returns nil if v was sent. A send that needs no waiting happens even
-// if ctx has ended already (a try comes first), as it may in a select
-// over ctx.Done() and a Go channel: check ctx.Err() first to rule it out.
-// A nil ctx panics.
+// It returns nil if v was sent. A send that needs no waiting happens
+// even if ctx has ended already: a try comes first. It may so happen in
+// a select over ctx.Done() and a Go channel too. Check ctx.Err() first to
+// rule it out. A nil ctx panics.
 func (c *Chan[T]) SendContext(ctx context.Context, v T) error {
 	if ctx == nil { // nil is send's "no context"
 		nilContext("Chan.SendContext")
@@ -347,9 +349,9 @@ func (c *Chan[T]) send(v T, block bool, ctx context.Context, d time.Duration) bo
 }
 
 // sendWait is Send: send for a blocking send without a timeout or
-// context, with nothing in its way that Send does not need (its arguments
-// are words in the argument area of the frame that calls it, which every
-// virtual thread parked in Send freezes).
+// context. It has nothing in its way that Send does not need. Its
+// arguments are words in the argument area of the frame that calls it,
+// and every virtual thread parked in Send freezes that frame.
 func (c *Chan[T]) sendWait(v T) {
 	if c == nil {
 		panic(errNilSend)
@@ -359,7 +361,7 @@ func (c *Chan[T]) sendWait(v T) {
 		c.mu.Unlock()
 		panic(errSendClosed)
 	}
-	// sendLocked's hand-off to a waiting receiver, without its calls: it
+	// sendLocked's hand-off to a waiting receiver, without its calls. It
 	// is on the completing side of every hand-off from a Send. The claim
 	// and wake-up must match chanNode.fire, waiter.claimed and
 	// VThread.unparkClaimed (TestParkCopiesMatch).
@@ -407,11 +409,11 @@ func (c *Chan[T]) sendWait(v T) {
 		<-n.own.ch // a plain goroutine: only a wake sends
 	} else {
 		// Must match waiter.parkUntilWoken's loop with w as n.own
-		// (TestParkCopiesMatch): a copy, so that no frame of await's
+		// (TestParkCopiesMatch). It is a copy, so no frame of await's
 		// or parkUntilWoken's is frozen and thawed under the park.
-		// Only a wake ends this wait, and only n is live across the
-		// yield (its waiter is n.own: newWaitNode): one pointer for the
-		// capture to publish and the thaw to restore.
+		// Only a wake ends this wait. Only n is live across the yield;
+		// its waiter is n.own (newWaitNode). That is one pointer for
+		// the capture to publish and the thaw to restore.
 		for n.own.state.Load() == waiting {
 			vt := n.own.vt
 			if vt.permit.Load() { // (not &&: in a loop it compiles to a flag and its test)
@@ -461,10 +463,10 @@ func (c *Chan[T]) sendLocked(v T) bool {
 //
 // Each step is a Recv: a virtual thread parks while it waits, a goroutine
 // blocks. A loop that stops early leaves the values it did not take in c.
-// (A defer statement in the loop's body gives the enclosing function a
-// heap defer record, which pins a virtual thread's stack: its waits then
+// A defer statement in the loop's body gives the enclosing function a
+// heap defer record. That pins a virtual thread's stack, so its waits
 // block the carrier, as any pinned park does. Put the body in a function
-// of its own to defer there.)
+// of its own to defer there.
 func (c *Chan[T]) All() iter.Seq[T] {
 	return func(yield func(T) bool) {
 		for {
@@ -480,13 +482,13 @@ func (c *Chan[T]) All() iter.Seq[T] {
 // channel is closed and drained; v is then the zero value.
 func (c *Chan[T]) Recv() (v T, ok bool) { return c.recvWait() }
 
-// TryRecv receives a value if that needs no waiting. ready reports whether
-// the receive happened; v and ok are then what Recv would have returned
-// (ok false: closed and drained).
+// TryRecv receives a value if that needs no waiting. ready reports
+// whether the receive happened. v and ok are then what Recv would have
+// returned; ok is false if the channel is closed and drained.
 func (c *Chan[T]) TryRecv() (v T, ok, ready bool) { return c.recv(false, nil, -1) }
 
-// RecvTimeout is Recv that gives up after d (by the scheduler's clock in a
-// virtual thread). ready is false if it gave up; d <= 0 is TryRecv.
+// RecvTimeout is Recv that gives up after d, by the scheduler's clock in
+// a virtual thread. ready is false if it gave up. d <= 0 is TryRecv.
 func (c *Chan[T]) RecvTimeout(d time.Duration) (v T, ok, ready bool) {
 	return c.recv(d > 0, nil, d)
 }
@@ -541,7 +543,7 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 	if c.count > 0 {
 		return c.recvBuffered()
 	}
-	// recvLocked's hand-off from a waiting sender, without its calls: it
+	// recvLocked's hand-off from a waiting sender, without its calls. It
 	// is on the completing side of every hand-off to a Recv. The claim
 	// and wake-up must match chanNode.fire, waiter.claimed and
 	// VThread.unparkClaimed (TestParkCopiesMatch).
@@ -610,8 +612,8 @@ func (c *Chan[T]) recvWait() (v T, ok bool) {
 }
 
 // recvBuffered is recvWait's receive of a buffered value: recvLocked,
-// then the unlock. A call of its own, so that its results take no room
-// in recvWait's frame, which a Recv that waits freezes.
+// then the unlock. It is a call of its own, so its results take no room
+// in recvWait's frame. A Recv that waits freezes that frame.
 func (c *Chan[T]) recvBuffered() (v T, ok bool) {
 	v, ok, _ = c.recvLocked()
 	c.mu.Unlock()
@@ -619,8 +621,8 @@ func (c *Chan[T]) recvBuffered() (v T, ok bool) {
 }
 
 // recvLocked takes a buffered value or one from a waiting sender, or
-// reports the channel closed and drained; ready is false if it would have
-// to wait. Called with c.mu held.
+// reports the channel closed and drained. ready is false if it would
+// have to wait. Called with c.mu held.
 func (c *Chan[T]) recvLocked() (v T, ok, ready bool) {
 	if c.count > 0 {
 		var zero T
@@ -661,9 +663,9 @@ func (c *Chan[T]) recvLocked() (v T, ok, ready bool) {
 	return v, false, false
 }
 
-// Close closes the channel: buffered values can still be received, then
+// Close closes the channel. Buffered values can still be received; then
 // receives return at once with ok false. Waiting receivers are woken with
-// ok false; waiting senders panic, as in Go. Close panics if the channel
+// ok false. As in Go, waiting senders panic. Close panics if the channel
 // is already closed.
 func (c *Chan[T]) Close() {
 	if c == nil {

@@ -11,8 +11,8 @@ import (
 
 // detState is the deterministic mode's run queue and virtual clock. Its
 // one carrier picks the next runnable virtual thread at random with a
-// seeded generator; when nothing is runnable, the clock jumps to the next
-// timer.
+// seeded generator. When nothing is runnable, the clock jumps to the
+// next timer.
 type detState struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -21,21 +21,21 @@ type detState struct {
 	timers timerHeap
 	seq    uint64
 	// watches are the contexts virtual threads wait on, and the
-	// scheduler's context that groups watch, in the order the watches
-	// began (watchContext).
+	// scheduler's context that groups watch. They are in the order the
+	// watches began (watchContext).
 	watches []*ctxWatch
-	// exited: the carrier has exited, the scheduler drained (exit); a
+	// exited: the carrier has exited, the scheduler drained (exit). A
 	// watch whose context ends after that runs in its AfterFunc's
 	// goroutine.
 	exited bool
 }
 
-// ctxWatch is a deterministic scheduler's watch on a context: f runs on
-// the carrier at its first scheduling decision after ctx has ended, so a
-// cancellation by one of the scheduler's virtual threads (a Group's, say)
+// ctxWatch is a deterministic scheduler's watch on a context. f runs on
+// the carrier at its first scheduling decision after ctx has ended. So a
+// cancellation by one of the scheduler's virtual threads, a Group's say,
 // takes effect at the same point of every run with the same seed.
-// context.AfterFunc would run f on a goroutine of its own, whenever the Go
-// runtime gets to it.
+// context.AfterFunc would run f on a goroutine of its own, whenever the
+// Go runtime gets to it.
 type ctxWatch struct {
 	ctx  context.Context
 	f    func()
@@ -44,13 +44,13 @@ type ctxWatch struct {
 }
 
 // watchContext arranges for f to run once ctx ends, as
-// context.AfterFunc(ctx, f) does, and returns a function that stops it
-// and reports whether it did. In deterministic mode f runs on the carrier
-// (see ctxWatch); a context cancelled from outside the scheduler wakes the
-// idle carrier to run it. Once the carrier has exited, the scheduler
-// drained, f runs as context.AfterFunc's would: in the goroutine that
-// wakes the carrier, or, for a context that had ended, as the carrier
-// exits (exit).
+// context.AfterFunc(ctx, f) does. It returns a function that stops it
+// and reports whether it did. In deterministic mode f runs on the
+// carrier (see ctxWatch). A context cancelled from outside the scheduler
+// wakes the idle carrier to run it. Once the carrier has exited, the
+// scheduler drained, f runs as context.AfterFunc's would. It runs in the
+// goroutine that wakes the carrier. For a context that had ended, it
+// runs as the carrier exits (exit).
 func (s *Scheduler) watchContext(ctx context.Context, f func()) (stop func() bool) {
 	d := s.det
 	if d == nil {
@@ -83,8 +83,8 @@ func (s *Scheduler) watchContext(ctx context.Context, f func()) (stop func() boo
 	}
 }
 
-// exit records that the carrier exits, the scheduler having drained, and
-// runs the watches whose contexts have ended: from now on a watch's
+// exit records that the carrier exits, the scheduler having drained. It
+// runs the watches whose contexts have ended. After exit, a watch's
 // AfterFunc goroutine runs f (watchContext).
 func (d *detState) exit() {
 	d.mu.Lock()
@@ -93,11 +93,11 @@ func (d *detState) exit() {
 	d.fireContexts()
 }
 
-// fireContexts runs, in the order the waits began, the watches whose
-// contexts have ended, and drops the ones that are done; again while one
-// ran, as a watch's f may end the context of another (a group's, when the
-// scheduler's ends), which must not wait for a pick that the clock's jump
-// to a timer would come first.
+// fireContexts runs the watches whose contexts have ended, in the order
+// the waits began. It drops the ones that are done. It repeats while one
+// ran: a watch's f may end the context of another, as a group's ends
+// when the scheduler's does. That one must not wait for a later pick,
+// which the clock's jump to a timer would precede.
 func (d *detState) fireContexts() {
 	for d.fireContextsOnce() {
 	}
@@ -156,14 +156,15 @@ func (d *detState) pop() *VThread {
 // timer due then. It reports whether it fired any.
 func (d *detState) advance() bool { return d.fire(true) }
 
-// fireDue fires the timers already due at the clock's time (made with a
-// duration of zero or less) without moving the clock: the carrier calls it
-// before every pick, so that such a timer fires at once, as in real mode,
-// and not only once nothing else can run.
+// fireDue fires the timers already due at the clock's time, without
+// moving the clock. Those were made with a duration of zero or less. The
+// carrier calls it before every pick. So such a timer fires at once, as
+// in real mode, not only once nothing else can run.
 func (d *detState) fireDue() { d.fire(false) }
 
-// fire fires every timer due at the clock's time, after moving the clock
-// to the earliest pending timer if jump. It reports whether it fired any.
+// fire fires every timer due at the clock's time. If jump, it first
+// moves the clock to the earliest pending timer. It reports whether it
+// fired any.
 func (d *detState) fire(jump bool) bool {
 	d.mu.Lock()
 	for len(d.timers) > 0 && d.timers[0].stopped {
@@ -220,9 +221,9 @@ func (t *vtimer) Stop() bool {
 		return false
 	}
 	t.stopped = true
-	// Out of the heap at once: a timeout that did not fire (most do not)
-	// would otherwise stay there, with what its function holds, until
-	// the virtual clock reached it.
+	// Out of the heap at once. Else a timeout that did not fire, as most
+	// do not, would stay there with what its function holds until the
+	// virtual clock reached it.
 	if t.index >= 0 {
 		heap.Remove(&t.d.timers, t.index)
 	}

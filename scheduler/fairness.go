@@ -4,19 +4,19 @@ package scheduler
 // picks of the carrier that queued it, whatever the threads above it do.
 //
 // Every fairPicks-th pick of a carrier is fair. It takes the oldest
-// thread of the global queue or the oldest of the carrier's own queue, in
-// turn, the other when the one it tries is empty. The other picks take
-// the newest of the carrier's own queue (runnext first): a hand-off's
+// thread of the global queue or of the carrier's own queue, in turn. If
+// the one it tries is empty, it tries the other. The other picks take
+// the newest of the carrier's own queue, runnext first. So a hand-off's
 // partner runs while its data is hot, and a spawn tree is walked depth
-// first. Two threads that hand work to each other refill the top of that
-// queue at every pick; the fair pick of its bottom is what runs the
-// threads beneath them.
+// first. Two threads that hand work to each other refill the top of the
+// queue at every pick. The fair pick from the bottom runs the threads
+// beneath them.
 //
 // A spawn tree also keeps old threads at the bottom of the queue: the
 // siblings of the subtree being walked. Taking them every few fair picks
-// would walk the tree breadth first, with thousands of threads live
-// instead of dozens. So a fair pick passes over the carrier's own oldest
-// while threads end on the carrier (the work above it is finishing), at
+// would walk the tree breadth first, with thousands of threads live, not
+// dozens. So while threads end on the carrier, a fair pick passes over
+// the carrier's own oldest: the work above it is finishing. It passes at
 // most fairPass turns in a row. The bound:
 //
 //   - a thread with k threads older than it in the global queue, or in
@@ -28,8 +28,8 @@ package scheduler
 // Steals by other carriers only shorten the wait: they take the oldest
 // too.
 
-// fairPicks is how often a carrier's pick is fair: once in this many, as
-// the Go scheduler looks at its global queue once in 61 schedules.
+// fairPicks is how often a carrier's pick is fair: once in this many.
+// The Go scheduler likewise looks at its global queue once in 61.
 const fairPicks = 61
 
 // fairPass is how many fair turns in a row for its own queue a carrier
@@ -37,11 +37,11 @@ const fairPicks = 61
 const fairPass = 256
 
 // fairPick takes the oldest virtual thread of the global queue or of c's
-// own queue, alternating which it tries first, or returns nil if it takes
-// neither; called on c's goroutine by next, once in fairPicks picks. It
-// takes from the bottom of c's queue as a thief does (steal, under c.mu;
-// runnext's thread by the thief's compare-and-swap): c's own lock-free
-// takes are at the top, and only c's goroutine runs them.
+// own queue, alternating which it tries first. It returns nil if it
+// takes neither. Only next calls it, on c's goroutine, once in fairPicks
+// picks. It takes from the bottom of c's queue as a thief does: steal,
+// under c.mu, and runnext by compare-and-swap. c's own lock-free takes
+// are at the top, and only c's goroutine runs them.
 func (c *carrier) fairPick() *VThread {
 	s := c.s
 	c.fairOwn = !c.fairOwn

@@ -8,22 +8,23 @@ import (
 )
 
 // A carrier is held when the virtual thread it runs keeps it without
-// parking, blocked where the scheduler cannot see (time.Sleep, a Go
-// channel, a sync.Mutex, a system call) or computing. The monitor notices
-// it from the carrier's switch count: unchanged at heldLooks+1 looks in a
-// row, while the carrier is not idle. It then starts a compensation
-// carrier, which steals the held carrier's queued threads, and records a
-// HeldEvent. The carrier's only cost is the count it bumps at each run.
+// parking. The thread computes, or blocks where the scheduler cannot
+// see: time.Sleep, a Go channel, a sync.Mutex, a system call. The
+// monitor notices it from the carrier's switch count: unchanged at
+// heldLooks+1 looks in a row, while the carrier is not idle. It then
+// starts a compensation carrier, which steals the held carrier's queued
+// threads, and records a HeldEvent. The carrier's only part is the count
+// it bumps at each run.
 
 // lookEvery is how often the monitor looks at the carriers for held ones
 // while any carrier runs a virtual thread.
 const lookEvery = 5 * time.Millisecond
 
 // heldLooks is how many look intervals in a row a carrier's switch count
-// must stay the same for the carrier to be held: it ran one virtual thread
-// for at least heldLooks·lookEvery, 20 ms. Counting looks rather than
-// time keeps a pause of the whole process (a collection's stop) from
-// making every carrier look held.
+// must stay the same for the carrier to be held. It then ran one virtual
+// thread for at least heldLooks·lookEvery, 20 ms. Looks are counted, not
+// time. So a pause of the whole process, such as a collection's stop,
+// does not make every carrier look held.
 const heldLooks = 4
 
 // maxHeldEvents is how many HeldEvents a scheduler keeps: the latest.
@@ -31,18 +32,19 @@ const maxHeldEvents = 64
 
 // maxHeldDump bounds the traceback of every goroutine that heldEvent
 // takes. A carrier not found in a dump cut there counts as held, with no
-// site: it ran one thread past the threshold, or its goroutine did not
+// site. It ran one thread past the threshold, or its goroutine did not
 // run at all.
 const maxHeldDump = 64 << 20
 
-// dumpEvery is how often at most the monitor takes the traceback of every
-// goroutine that tells what a held carrier's thread does (heldEvent), and
-// maxDumpGoroutines how many goroutines at most it takes it with. The
-// traceback stops the world for a time that grows with the goroutines
-// (tens of microseconds each; on the portable backend every parked
-// virtual thread is one). A hold found sooner after the last, or with
-// more goroutines, is taken as one without a look at its stack: its
-// event has no site, and a carrier waiting for the collector counts.
+// dumpEvery is how often at most the monitor takes the traceback of
+// every goroutine (heldEvent). That traceback tells what a held
+// carrier's thread does. maxDumpGoroutines is how many goroutines at
+// most it takes it with. The traceback stops the world for a time that
+// grows with the goroutines, tens of microseconds each. On the portable
+// backend every parked virtual thread is one. A hold found sooner after
+// the last, or with more goroutines, is taken without a look at its
+// stack. Its event has no site, and a carrier waiting for the collector
+// counts.
 const (
 	dumpEvery         = time.Second
 	maxDumpGoroutines = 1000
@@ -52,8 +54,8 @@ const (
 const HeldCarrier = "held carrier"
 
 // HeldEvent is one row of Held: a virtual thread that held its carrier
-// without parking past the monitor's threshold (docs/design.md,
-// "Fairness and liveness").
+// without parking past the monitor's threshold. See docs/design.md,
+// "Fairness and liveness".
 type HeldEvent struct {
 	Reason string // HeldCarrier
 	// Function is the innermost function of the held thread's stack
@@ -63,26 +65,26 @@ type HeldEvent struct {
 	// Computing says that the thread was running, not blocked, when the
 	// monitor looked.
 	Computing bool
-	// Wait is the state of the goroutine running the thread as the
-	// runtime's traceback names it: "running" or "runnable" when
-	// computing, else why it waits ("sleep", "chan receive",
-	// "sync.Mutex.Lock", "IO wait", "syscall"...).
+	// Wait is the state of the goroutine running the thread, as the
+	// runtime's traceback names it. It is "running" or "runnable" when
+	// computing, else why it waits: "sleep", "chan receive",
+	// "sync.Mutex.Lock", "IO wait", "syscall" and so on.
 	Wait string
 	// Stack is the traceback of that goroutine, where the thread was.
 	Stack string
 	// Start is when the monitor first saw the carrier without a switch:
 	// the hold began up to one look earlier.
 	Start time.Time
-	// Duration is how long the carrier was held from Start: until the
-	// thread parked, yielded or ended if Released, else until Held was
-	// called.
+	// Duration is how long the carrier was held from Start. If
+	// Released, it ends when the thread parked, yielded or ended; else
+	// when Held was called.
 	Duration time.Duration
 	// Released says that the thread has let go of its carrier.
 	Released bool
 }
 
 // Held returns the latest times virtual threads held their carriers
-// without parking (up to 64), oldest first. Deterministic mode has no
+// without parking, up to 64, oldest first. Deterministic mode has no
 // monitor and records none.
 func (s *Scheduler) Held() []HeldEvent {
 	s.check("Held")
@@ -99,14 +101,14 @@ func (s *Scheduler) Held() []HeldEvent {
 	return out
 }
 
-// Blocking runs f, which blocks its caller where the scheduler cannot see
-// (a system call, a cgo call, a Go channel or lock), after starting a
-// compensation carrier for the carrier of the calling virtual thread, up
-// to Options.MaxCompensation: the carrier's other virtual threads run
+// Blocking runs f, which blocks its caller where the scheduler cannot
+// see: a system call, a cgo call, a Go channel or lock. First it starts
+// a compensation carrier for the calling virtual thread's carrier, up to
+// Options.MaxCompensation. So the carrier's other virtual threads run
 // meanwhile, without waiting for the monitor to find the carrier held.
-// The role of Java's ForkJoinPool.managedBlock. Called from a plain
-// goroutine, or in deterministic mode (one carrier by design), it just
-// calls f. f should not park on this package's primitives: the
+// It plays the role of Java's ForkJoinPool.managedBlock. Called from a
+// plain goroutine, or in deterministic mode (one carrier by design), it
+// just calls f. f should not park on this package's primitives: the
 // compensation carrier would run beside its carrier meanwhile.
 func Blocking(f func()) {
 	vt := Current()
@@ -130,24 +132,24 @@ func Blocking(f func()) {
 	f()
 }
 
-// watch is the monitor's view of one carrier, which only the monitor
-// touches.
+// watch is the monitor's view of one carrier. Only the monitor touches
+// it.
 type watch struct {
 	switches uint32     // the carrier's switch count at the last look
 	same     int        // looks in a row that saw that count
 	start    time.Time  // the first of those looks
 	checked  bool       // the count was found not held (idle, or compensated)
 	held     *HeldEvent // the event while the carrier is held
-	// The carrier's OS thread (locked carriers only) and its times run
-	// and waiting for a CPU (threadSched) at schedAt, the first look
-	// without a switch, if sched.
+	// The carrier's OS thread, for locked carriers only. If sched, its
+	// times running and waiting for a CPU (threadSched) at schedAt, the
+	// first look without a switch.
 	tid       int
 	run, wait int64
 	sched     bool
 	schedAt   time.Time
 }
 
-// lookHeld is the monitor's look at the carriers for held ones; now is
+// lookHeld is the monitor's look at the carriers for held ones. now is
 // the time of the look.
 func (s *Scheduler) lookHeld(now time.Time) {
 	for _, c := range s.carriers {
@@ -178,7 +180,7 @@ func (s *Scheduler) lookHeld(now time.Time) {
 			run, wait, ok := threadSched(w.tid)
 			if wall := int64(now.Sub(w.schedAt)); ok && 2*(wait-w.wait) > wall && 4*(run-w.run) < wall {
 				// The carrier's thread waited for a CPU most of the
-				// time and hardly ran: the OS held it, not its virtual
+				// time and hardly ran. The OS held it, not its virtual
 				// thread, which neither blocked nor computed. Look
 				// again over the next intervals.
 				w.same = 0
@@ -211,7 +213,7 @@ func (s *Scheduler) lookHeld(now time.Time) {
 	}
 }
 
-// release ends w's hold, if any, at now: its compensation carrier may
+// release ends w's hold, if any, at now. Its compensation carrier may
 // retire.
 func (s *Scheduler) release(w *watch, now time.Time) {
 	e := w.held
@@ -247,7 +249,7 @@ func (s *Scheduler) isIdle(c *carrier) bool {
 	return false
 }
 
-// anyBusy reports whether a carrier (not a compensation one) is off the
+// anyBusy reports whether a carrier, not a compensation one, is off the
 // idle list: running, or about to look for work.
 func (s *Scheduler) anyBusy() bool {
 	s.mu.Lock()
@@ -261,10 +263,11 @@ func (s *Scheduler) anyBusy() bool {
 	return n < len(s.carriers)
 }
 
-// heldEvent returns the event for c, held since about start, with the
-// stack of the goroutine running its virtual thread, or nil if c is not
-// running one. It stops the world to take every goroutine's stack, as
-// runtime.Stack does: once per hold, never on a carrier's path.
+// heldEvent returns the event for c, held since about start. The event
+// has the stack of the goroutine running c's virtual thread. It returns
+// nil if c is not running one. It stops the world to take every
+// goroutine's stack, as runtime.Stack does: once per hold, never on a
+// carrier's path.
 func (c *carrier) heldEvent(start time.Time) *HeldEvent {
 	dump, cut := allStacks()
 	stack, ok := heldStack(dump, c.gid.Load())
@@ -298,11 +301,11 @@ func allStacks() (dump string, cut bool) {
 }
 
 // runtimeWait reports whether a goroutine's state (goroutineWait) is a
-// wait for the runtime itself: for the collector (runtime.GC, an assist)
-// or on one of its semaphores (a stop of the world another goroutine
-// asked for). Every goroutine that allocates waits for those too; another
-// carrier would only add to the contention, so such a carrier is not
-// held.
+// wait for the runtime itself. That is a wait for the collector
+// (runtime.GC, an assist), or on one of its semaphores: a stop of the
+// world another goroutine asked for. Every goroutine that allocates
+// waits for those too. Another carrier would only add to the
+// contention, so such a carrier is not held.
 func runtimeWait(wait string) bool {
 	return wait == "semacquire" || strings.HasPrefix(wait, "GC ") ||
 		strings.HasPrefix(wait, "wait for GC") || wait == "garbage collection"
@@ -317,13 +320,13 @@ const (
 
 // heldStack finds, in dump (runtime.Stack of every goroutine), the
 // traceback of the goroutine running the virtual thread of the carrier
-// whose goroutine is gid. ok is false if that carrier is not inside one
-// (not in run, or in run outside the thread's frames). On the
+// whose goroutine is gid. ok is false if that carrier is not inside one:
+// not in run, or in run outside the thread's frames. On the
 // stack-copying backend the thread's frames are on the carrier's
-// goroutine; on the portable backend on a body goroutine that is not
-// switched out (not "coroutine"), which the carrier's goroutine created
-// if the thread never moved: the one such, or the one it created; else
-// stack is "".
+// goroutine. On the portable backend they are on a body goroutine that
+// is not switched out (not "coroutine"). If the thread never moved, the
+// carrier's goroutine created it. heldStack takes the one such, or the
+// one the carrier created; else stack is "".
 func heldStack(dump string, gid uint64) (stack string, ok bool) {
 	blocks := strings.Split(dump, "\n\n")
 	head := "goroutine " + strconv.FormatUint(gid, 10) + " ["
@@ -342,7 +345,7 @@ func heldStack(dump string, gid uint64) (stack string, ok bool) {
 	}
 	if goroutineWait(carrier) != "coroutine" {
 		// In run, outside the thread's frames (stack-copying), or not
-		// switched into its body goroutine (portable): the carrier's
+		// switched into its body goroutine (portable). The carrier's
 		// own code ran late, not a thread.
 		return "", false
 	}
@@ -375,9 +378,9 @@ func goroutineWait(stack string) string {
 	return stack[i+1 : j]
 }
 
-// siteFunction returns the innermost function of a goroutine's traceback
-// outside the Go standard library and weft's engine (the root package,
-// arch and internal), or "" if there is none.
+// siteFunction returns the innermost function of a goroutine's
+// traceback outside the Go standard library and weft's engine: the root
+// package, arch and internal. It returns "" if there is none.
 func siteFunction(stack string) string {
 	for _, line := range strings.Split(stack, "\n")[1:] {
 		if line == "" || line[0] == '\t' || strings.HasPrefix(line, "created by ") {

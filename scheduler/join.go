@@ -19,26 +19,27 @@ func (vt *VThread) Done() <-chan struct{} {
 	return r.done
 }
 
-// finished reports whether the virtual thread has finished; vt.err is
-// then final.
+// finished reports whether the virtual thread has finished. If it has,
+// vt.err is final.
 func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 
-// Join waits for the virtual thread to finish and returns the error its
+// Join waits for the virtual thread to finish. It returns the error its
 // function returned, a *PanicError if it panicked, or ErrGoexit. Called
 // from a virtual thread it parks; from a goroutine it blocks.
 //
-// Called from a virtual thread on the stack-copying backend, outside
-// deterministic mode, Join may run vt itself when vt is still queued on
-// the caller's carrier, one of the last queued there (as a fork/join
-// pool runs a queued subtask in its join), and the caller is not inside
-// a continuation of its own making (a continuation.Pull, say): vt then
-// runs inside the caller, on its carrier, until vt finishes or parks,
-// which saves parking the caller and resuming it. Stack traces taken in
-// vt then show the caller's frames under vt's; otherwise only
-// runtime.Goexit tells the two apart: it ends the goroutine, so a Goexit
-// in vt, if vt runs inside the caller, ends the caller too (both end with
-// ErrGoexit, and the caller's deferred calls run). Wait never runs vt
-// itself; use it where a Goexit in vt must leave the caller running.
+// Join may run vt itself, inside the caller, as a fork/join pool runs a
+// queued subtask in its join. It does so only when all of these hold:
+// the caller is a virtual thread on the stack-copying backend, outside
+// deterministic mode; vt is one of the last queued on the caller's
+// carrier; and the caller is not inside a continuation of its own making
+// (a continuation.Pull, say). vt then runs on the caller's carrier until
+// it finishes or parks. This saves parking and resuming the caller.
+// Stack traces taken in vt then show the caller's frames under vt's.
+// Otherwise only runtime.Goexit tells the two apart. It ends the
+// goroutine, so a Goexit in vt run inside the caller ends the caller
+// too. Both end with ErrGoexit, and the caller's deferred calls run.
+// Wait never runs vt itself: use it where a Goexit in vt must leave the
+// caller running.
 func (vt *VThread) Join() error {
 	if vt == nil {
 		nilVThread("Join")
@@ -78,8 +79,8 @@ func (vt *VThread) Join() error {
 	return vt.err
 }
 
-// addJoiner queues a waiter for the calling virtual thread on vt's end, or
-// returns nil if vt has already finished.
+// addJoiner queues a waiter for the calling virtual thread on vt's end.
+// It returns nil if vt has already finished.
 func (vt *VThread) addJoiner() *waiter {
 	vt.joinMu.Lock()
 	defer vt.joinMu.Unlock()
@@ -92,8 +93,8 @@ func (vt *VThread) addJoiner() *waiter {
 	return w
 }
 
-// dropJoiner takes w off vt's joiners, if its wait ended before vt did
-// (finish takes them all off otherwise).
+// dropJoiner takes w off vt's joiners if its wait ended before vt did.
+// Otherwise finish takes them all off.
 func (vt *VThread) dropJoiner(w *waiter) {
 	vt.joinMu.Lock()
 	for p := &vt.rareLocked().joinq; *p != nil; p = &(*p).next {
@@ -142,30 +143,31 @@ func (vt *VThread) Wait(ctx context.Context) error {
 
 // maxNested is how many virtual threads runNested runs one inside the
 // other on a carrier. Each holds its frames and its joiner's on the
-// carrier's stack, which a deep chain of joins would grow without bound.
+// carrier's stack. A deep chain of joins would grow that stack without
+// limit.
 const maxNested = 64
 
-// runNested runs vt, which the calling virtual thread cur is about to
-// join, inside cur's continuation, and reports whether it did. It does so
-// if vt waits among the last queued on cur's carrier, and so would run
-// there soon. This saves parking cur and thawing it once vt has finished,
-// as fork/join pools run a queued subtask in its join. vt runs until it
-// finishes or parks; then cur parks for it as usual.
+// runNested runs vt inside cur's continuation and reports whether it
+// did. cur is the calling virtual thread, about to join vt. It runs vt
+// if vt waits among the last queued on cur's carrier, so would run there
+// soon. As in a fork/join pool's join, this saves parking cur and
+// thawing it after vt. vt runs until it finishes or parks. Then cur
+// parks for it as usual.
 //
 // vt runs on cur's goroutine, above cur's frames, as a continuation
-// nested in cur's: a runtime.Goexit in vt, which ends the goroutine,
-// ends cur too (both with ErrGoexit), and the carrier is replaced. Join
-// calls it only when cur's continuation is the innermost one mounted
-// (currentTop): vt nested inside a continuation that cur's body mounted
+// nested in cur's. A runtime.Goexit in vt ends the goroutine, so it ends
+// cur too, both with ErrGoexit, and the carrier is replaced. Join calls
+// it only when cur's continuation is the innermost one mounted
+// (currentTop). Nested inside a continuation that cur's body mounted, vt
 // could yield to that one's scope. It runs nothing nested in
-// deterministic mode, where every virtual thread runs from the run
-// queue, nor on the portable backend, where vt's continuation would be a
-// coroutine made by cur's goroutine and so bound to cur's thread locking.
+// deterministic mode: there every virtual thread runs from the run
+// queue. Nor on the portable backend: there vt's continuation would be a
+// coroutine made by cur's goroutine, bound to cur's thread locking.
 //
-// A panic that escapes vt's body (only Options.OnPanic can raise one:
-// the body recovers vt's own) unwinds into cur, as a Goexit does, and
-// becomes cur's panic, where at the top of a carrier it would crash the
-// program.
+// A panic that escapes vt's body unwinds into cur, as a Goexit does. It
+// becomes cur's panic; at the top of a carrier it would crash the
+// program. Only Options.OnPanic can raise one: the body recovers vt's
+// own.
 func runNested(cur, vt *VThread) bool {
 	c := cur.carrier
 	if c == nil || c.s != vt.s || !c.s.nest || c.nested >= maxNested ||
@@ -173,17 +175,17 @@ func runNested(cur, vt *VThread) bool {
 		return false
 	}
 	c.nested++
-	// cur's profiler labels, which run puts back after vt; if vt ends
-	// the run by a Goexit or a panic, run does not, and this does, so
-	// that cur's deferred calls (and a recover there) have cur's own.
+	// cur's profiler labels. run puts them back after vt, unless vt
+	// ends the run by a Goexit or a panic. Then this does, so that
+	// cur's deferred calls, and a recover there, have cur's own.
 	outer := profLabel()
 	normal := false
 	defer func() {
 		c.nested--
 		if !normal {
-			// vt called runtime.Goexit, which goes on unwinding cur:
-			// the carrier's loop finishes cur, vt is finished here.
-			// (Or OnPanic panicked, which unwinds into cur.)
+			// vt called runtime.Goexit, which goes on unwinding cur.
+			// The carrier's loop finishes cur; vt is finished here.
+			// Or OnPanic panicked, which unwinds into cur.
 			setProfLabel(outer)
 			c.cur = cur
 			vt.carrier = nil

@@ -6,14 +6,14 @@ import (
 	"github.com/weftrt/weft/internal/proflabel"
 )
 
-// A virtual thread has pprof labels of its own, as a goroutine does: it
-// starts with those of the goroutine or virtual thread that called Go,
-// labels it sets (pprof.Do, pprof.SetGoroutineLabels) stay with it when
-// it parks and resumes on another carrier, and a carrier has its own back
-// whenever it is not running one. The runtime keeps a goroutine's labels
-// in its g, which the CPU profiler's signal handler reads: run puts the
-// virtual thread's there for as long as it runs, and takes them back
-// (docs/api.md, "Profiler labels").
+// A virtual thread has pprof labels of its own, as a goroutine does. It
+// starts with those of the goroutine or virtual thread that called Go.
+// Labels it sets (pprof.Do, pprof.SetGoroutineLabels) stay with it when
+// it parks and resumes on another carrier. A carrier has its own labels
+// back whenever it runs no virtual thread. The runtime keeps a
+// goroutine's labels in its g, where the CPU profiler's signal handler
+// reads them. So run puts the virtual thread's labels there while it
+// runs, and takes them back after (docs/api.md, "Profiler labels").
 
 // profLabel and setProfLabel are proflabel.Get and proflabel.Set.
 func profLabel() unsafe.Pointer          { return proflabel.Get() }

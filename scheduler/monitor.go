@@ -3,26 +3,26 @@ package scheduler
 import "time"
 
 // monitorTick is how often the monitor looks for wake-ups that carriers
-// owe: a virtual thread queued by one that then runs on without parking
-// (or blocks its carrier in a system call) waits one to two ticks for an
-// idle carrier to be woken for it. A sleep this short takes about a
-// millisecond when the runtime's Ps are idle (its poller waits in whole
-// milliseconds): a few milliseconds in all, as measured.
+// owe. A carrier may queue a virtual thread, then run on without parking
+// or block in a system call. The queued thread then waits one to two
+// ticks for an idle carrier to be woken for it. A sleep this short lasts
+// about a millisecond when the runtime's Ps are idle: its poller waits
+// in whole milliseconds.
 const monitorTick = 100 * time.Microsecond
 
 // monitorIdleTicks is how many ticks in a row with nothing owed the
-// monitor waits before it waits longer: for its next look at the carriers
-// (lookEvery) while one runs, else until kicked.
+// monitor waits before it waits longer. While a carrier runs, it then
+// waits for its next look at the carriers (lookEvery); else until kicked.
 const monitorIdleTicks = 10
 
 // monitor pays the wake-ups that carriers owe (carrier.pushOwn) and have
-// not paid themselves within a tick, by waking an idle carrier for each,
-// and looks for held carriers every lookEvery (held.go). It ticks while
-// wake-ups are owed. After monitorIdleTicks ticks with none it waits,
-// looking for held carriers meanwhile while a carrier is off the idle
-// list; a carrier that begins to owe a wake-up kicks it, and so does one
-// that leaves the idle list while none was. It exits once the scheduler
-// has shut down and nothing is live.
+// not paid themselves within a tick. It wakes an idle carrier for each.
+// It looks for held carriers every lookEvery (held.go). It ticks while
+// wake-ups are owed. After monitorIdleTicks ticks with none it waits.
+// While it waits and a carrier is off the idle list, it still looks for
+// held carriers. A carrier that begins to owe a wake-up kicks it. So
+// does one that leaves the idle list while none was off it. It exits
+// once the scheduler has shut down and nothing is live.
 func (s *Scheduler) monitor() {
 	defer s.wg.Done()
 	defer s.releaseAll()
@@ -56,20 +56,20 @@ func (s *Scheduler) monitor() {
 	}
 }
 
-// wait waits, with nothing owed, until a carrier kicks the monitor, making
-// each look for held carriers as it falls due (nextLook) meanwhile while a
-// carrier runs. It reports false if the scheduler is done.
+// wait waits, with nothing owed, until a carrier kicks the monitor.
+// Meanwhile, while a carrier runs, it makes each look for held carriers
+// as it falls due (nextLook). It reports false if the scheduler is done.
 func (s *Scheduler) wait(timer *time.Timer, nextLook *time.Time) bool {
 	defer func() {
 		s.monitorIdle.Store(false)
 		s.monitorParked.Store(false)
 	}()
 	for {
-		// Wait, unless a carrier began to owe meanwhile: it stores owed
-		// before it loads monitorParked, and this stores monitorParked
-		// before it loads owed, so one of the two sees the other. So for
-		// monitorIdle against a carrier's leaving the idle list, which
-		// both do under s.mu (anyBusy).
+		// Wait, unless a carrier began to owe meanwhile. It stores owed
+		// before it loads monitorParked. This stores monitorParked
+		// before it loads owed. So one of the two sees the other.
+		// Likewise for monitorIdle against a carrier's leaving the idle
+		// list, which both do under s.mu (anyBusy).
 		s.monitorParked.Store(true)
 		s.monitorIdle.Store(true)
 		var look <-chan time.Time
@@ -99,7 +99,7 @@ func (s *Scheduler) wait(timer *time.Timer, nextLook *time.Time) bool {
 }
 
 // payOwed wakes an idle carrier for each wake-up owed since before the
-// last tick, tick being this one, and reports whether any is owed.
+// last tick; tick is this one. It reports whether any is owed.
 func (s *Scheduler) payOwed(tick uint64) (owed bool) {
 	for _, c := range s.carriers {
 		if o := c.owed.Load(); o != 0 {
@@ -123,9 +123,9 @@ func (s *Scheduler) anyOwed() bool {
 	return false
 }
 
-// kickIdleMonitor kicks the monitor if it is parked with no look to make:
-// c, which calls it, has left the idle list and may run a virtual thread
-// that holds it.
+// kickIdleMonitor kicks the monitor if it is parked with no look to
+// make. c, the caller, has left the idle list and may run a virtual
+// thread that holds it.
 func (s *Scheduler) kickIdleMonitor() {
 	if s.monitorIdle.Load() {
 		select {

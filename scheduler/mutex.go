@@ -25,20 +25,21 @@ const starvationThreshold = time.Millisecond
 // sync.Mutex, a Mutex is not tied to the virtual thread or goroutine that
 // locked it: another one may unlock it.
 //
-// Fairness: Mutex lets a locker barge. Unlock frees the lock and wakes the
-// first waiter, which competes for it with virtual threads and goroutines
-// that are just arriving (they are running already, so this keeps the lock
-// busy instead of idle while the woken waiter is being scheduled). A woken
-// waiter that loses goes back to the front of the queue. Once a waiter has
-// waited longer than 1 ms (by the scheduler's clock for a virtual thread;
-// in deterministic mode, as soon as a woken waiter loses, since its clock
-// stands still while virtual threads run), the mutex switches to handoff
-// mode: Unlock hands the lock directly to the
-// first waiter, in FIFO order, and newcomers queue behind. It switches back
-// when the queue empties, or when a waiter it hands the lock to had waited
-// less than 1 ms (not in deterministic mode, where waits take no time on
-// its clock). So no waiter starves, the lock goes back to barging once
-// waits are short again, and the common uncontended case is one
+// Fairness: Mutex lets a locker barge. Unlock frees the lock and wakes
+// the first waiter. That waiter competes for it with virtual threads and
+// goroutines that are just arriving. They are running already, so the
+// lock stays busy, not idle, while the woken waiter is being scheduled.
+// A woken waiter that loses goes back to the front of the queue. Once a
+// waiter has waited longer than 1 ms, the mutex switches to handoff
+// mode. A virtual thread measures that by the scheduler's clock. In
+// deterministic mode the clock stands still while virtual threads run,
+// so the switch comes as soon as a woken waiter loses. In handoff mode,
+// Unlock hands the lock directly to the first waiter, in FIFO order, and
+// newcomers queue behind. It switches back when the queue empties, or
+// when a waiter it hands the lock to had waited less than 1 ms. The
+// latter never happens in deterministic mode, where waits take no time
+// on its clock. So no waiter starves, and the lock goes back to barging
+// once waits are short again. The common uncontended case is one
 // compare-and-swap.
 type Mutex struct {
 	state atomic.Int32
@@ -74,14 +75,14 @@ func (m *Mutex) lockSlow() {
 		ns := s | mutexWaiters
 		if w != nil && (clockNow(w).Sub(start) >= starvationThreshold || w.vt != nil && w.vt.s.det != nil) {
 			// It has waited long enough, or is a woken waiter that
-			// lost in deterministic mode, whose clock moves only when
-			// every virtual thread waits for a timer, and might never
-			// while the holder keeps relocking.
+			// lost in deterministic mode. That clock moves only when
+			// every virtual thread waits for a timer. It might never
+			// move while the holder keeps relocking.
 			ns |= mutexStarving
 		}
 		// The compare-and-swap fails if the holder unlocked in the
-		// meantime: look again instead of waiting for an Unlock that has
-		// been and gone.
+		// meantime. Look again; do not wait for an Unlock that has been
+		// and gone.
 		if !m.state.CompareAndSwap(s, ns) {
 			m.mu.Unlock()
 			continue
@@ -100,12 +101,12 @@ func (m *Mutex) lockSlow() {
 		m.mu.Unlock()
 		w.wait()
 		if w.ok {
-			// Handed over in handoff mode: the lock is ours now, and
-			// an Unlock from here on is ours to make. A waiter that
-			// had not waited long ends the mode, as sync.Mutex does:
-			// under steady contention every Unlock would otherwise be
-			// a hand-off, a park and an unpark, where barging keeps
-			// the lock busy.
+			// Handed over in handoff mode. The lock is ours now, and
+			// an Unlock from here on is ours to make. As in
+			// sync.Mutex, a waiter that had not waited long ends the
+			// mode. Else, under steady contention, every Unlock would
+			// be a hand-off, a park and an unpark. Barging keeps the
+			// lock busy.
 			if clockNow(w).Sub(start) < starvationThreshold && (w.vt == nil || w.vt.s.det == nil) {
 				m.mu.Lock()
 				// The locked and handed bits are ours; the others
@@ -123,7 +124,7 @@ func (m *Mutex) lockSlow() {
 	}
 }
 
-// TryLock locks m if it is free and reports whether it did; it never
+// TryLock locks m if it is free and reports whether it did. It never
 // waits. It fails in handoff mode, where the lock belongs to the waiters.
 func (m *Mutex) TryLock() bool {
 	for {
@@ -137,11 +138,11 @@ func (m *Mutex) TryLock() bool {
 	}
 }
 
-// Unlock unlocks m, waking a waiter if there is one. It panics if m is not
-// locked. As with sync.Mutex, an Unlock more than a Lock is caught if m is
-// free, or handed to a waiter that has not taken it yet (handoff mode); one
-// that comes after another virtual thread or goroutine has taken the lock
-// unlocks that one's lock.
+// Unlock unlocks m, waking a waiter if there is one. It panics if m is
+// not locked. As with sync.Mutex, an Unlock more than a Lock is caught
+// if m is free, or handed to a waiter that has not taken it yet (handoff
+// mode). One that comes after another virtual thread or goroutine has
+// taken the lock unlocks that one's lock.
 func (m *Mutex) Unlock() {
 	if m.state.CompareAndSwap(mutexLocked, 0) {
 		return
@@ -151,8 +152,8 @@ func (m *Mutex) Unlock() {
 
 func (m *Mutex) unlockSlow() {
 	m.mu.Lock()
-	// Nothing else changes the state now: the locked bit is ours, and the
-	// other bits change only under m.mu.
+	// Nothing else changes the state now. The locked bit is ours, and
+	// the other bits change only under m.mu.
 	s := m.state.Load()
 	if s&mutexLocked == 0 || s&mutexHanded != 0 {
 		// Free, or handed to a waiter: its Unlock comes after it wakes.

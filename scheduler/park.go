@@ -13,20 +13,20 @@ import (
 // carrier's load sees the permit or the unpark's swap sees vtParked. The
 // carrier swaps too, so exactly one of them queues the thread.
 
-// Park parks the calling virtual thread until Unpark is called for it,
-// with java.util.concurrent.locks.LockSupport semantics: a permit that
-// Unpark makes available and Park consumes, so an Unpark before the Park
-// is not lost. Park may also return spuriously; callers re-check their
+// Park parks the calling virtual thread until Unpark is called for it.
+// It follows java.util.concurrent.locks.LockSupport: Unpark makes a
+// permit available and Park consumes it. So an Unpark before the Park is
+// not lost. Park may also return spuriously; callers re-check their
 // condition in a loop. Called from a plain goroutine it panics.
 //
 // The package's own waits (Join, Wait, Chan, Mutex, Cond and the rest)
-// park on the same permit: an Unpark that comes while the thread waits in
-// one of them is used up there (the wait looks at its condition again
-// and parks on), as in Java's locks, and the next Park does not see it.
+// park on the same permit. As in Java's locks, an Unpark that comes while
+// the thread waits in one of them is used up there. The wait looks at
+// its condition again and parks on, and the next Park does not see it.
 // Sleep and SleepContext keep it for the next Park.
 //
-// If the virtual thread cannot be suspended (it is pinned: a cgo callback,
-// pinning.Do, a reflect call... on its stack), Park blocks its carrier
+// A virtual thread with a pinned stack cannot be suspended: a cgo
+// callback, pinning.Do, a reflect call. Park then blocks its carrier
 // instead, and the scheduler may start an extra carrier meanwhile.
 func Park() {
 	var vt *VThread // Current, with currentIn inline
@@ -36,7 +36,7 @@ func Park() {
 	if vt == nil {
 		parkOutside()
 	}
-	// Must match VThread.park (TestParkCopiesMatch): a copy, so that
+	// Must match VThread.park (TestParkCopiesMatch). It is a copy, so
 	// every virtual thread parked here freezes one frame less.
 	if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 		return
@@ -48,9 +48,10 @@ func Park() {
 	vt.permit.CompareAndSwap(true, false)
 }
 
-// parkOutside panics for Park called outside a virtual thread. A panic
-// in Park itself would give its frame, which every virtual thread parked
-// there has frozen, an argument area for the panic's two-word value.
+// parkOutside panics for Park called outside a virtual thread. Every
+// virtual thread parked in Park has its frame frozen. A panic in Park
+// itself would give that frame an argument area for the panic's
+// two-word value.
 //
 //go:noinline
 func parkOutside() {
@@ -69,7 +70,7 @@ func (vt *VThread) park() {
 	vt.permit.CompareAndSwap(true, false)
 }
 
-// parkKeep is park without taking the permit after a wake-up: an Unpark
+// parkKeep is park without taking the permit after a wake-up. An Unpark
 // that came while vt was queued stays for its caller to see.
 func (vt *VThread) parkKeep() {
 	vt.action = actPark
@@ -88,7 +89,7 @@ func (vt *VThread) Unpark() {
 }
 
 // unparkOn is Unpark called by carrier c itself, outside any virtual
-// thread, or by anyone else with c nil: c queues vt if it makes it
+// thread, or by anyone else with c nil. c queues vt if it makes it
 // runnable.
 func (vt *VThread) unparkOn(c *carrier) {
 	vt.permit.Store(true)
@@ -96,20 +97,20 @@ func (vt *VThread) unparkOn(c *carrier) {
 	case vt.state.CompareAndSwap(vtParked, vtQueued):
 		vt.enqueue(c)
 	case vt.state.CompareAndSwap(vtPinned, vtRunning):
-		// vt waits in parkPinned for this, on its carrier, which it
-		// cannot leave before it has it.
+		// vt waits in parkPinned for this, on its carrier. It cannot
+		// leave the carrier before it has it.
 		vt.carrier.pinned <- struct{}{}
 	}
 }
 
 // unparkClaimed wakes vt for a waiter of its that the caller has just
-// claimed (moved from waiting to woken or timedOut). vt waits in a loop
-// that ends on the waiter's state (parkUntilWoken and its copies), so it
-// needs the wake-up and not the permit. If vt is parked, the swap to
-// vtQueued makes it runnable without the permit. Otherwise vt runs, and
-// may be about to park, or is blocked pinned: the wake-up is then
-// Unpark's, permit first. (Sleep waits on no waiter: its wakers set the
-// permit only while it runs.) sendWait and recvWait have copies of it
+// claimed: moved from waiting to woken or timedOut. vt waits in a loop
+// that ends on the waiter's state (parkUntilWoken and its copies). So it
+// needs the wake-up, not the permit. If vt is parked, the swap to
+// vtQueued makes it runnable without the permit. Otherwise vt runs and
+// may be about to park, or is blocked pinned. The wake-up is then
+// Unpark's, permit first. Sleep waits on no waiter: its wakers set the
+// permit only while it runs. sendWait and recvWait have copies of it
 // (TestParkCopiesMatch).
 func (vt *VThread) unparkClaimed() {
 	if vt.state.CompareAndSwap(vtParked, vtQueued) {
@@ -122,14 +123,14 @@ func (vt *VThread) unparkClaimed() {
 // Yield lets other runnable virtual threads run before the caller goes on.
 // From a plain goroutine it calls runtime.Gosched.
 //
-// A virtual thread that cannot be suspended (it is pinned: pinning.Do, a
-// cgo callback, its thread locked...) keeps its carrier: Yield counts the
-// pin in Pins and calls runtime.Gosched, and the others run meanwhile only
+// A pinned virtual thread cannot be suspended, so it keeps its carrier:
+// pinning.Do, a cgo callback, its thread locked. Yield then counts the
+// pin in Pins and calls runtime.Gosched. The others run meanwhile only
 // on other carriers. Unlike a pinned park, a pinned Yield starts no
-// compensation carrier, so with one carrier (or every other one busy) a
-// loop that yields while pinned, waiting for another virtual thread, waits
-// for ever; park instead (a Chan, a WaitGroup, Park), which blocks the
-// carrier and lets a compensation carrier run the others.
+// compensation carrier. So with one carrier, or every other one busy, a
+// loop that yields while pinned, waiting for another virtual thread,
+// waits for ever. Park instead (a Chan, a WaitGroup, Park): that blocks
+// the carrier and lets a compensation carrier run the others.
 func Yield() {
 	vt := Current()
 	if vt == nil {
@@ -140,7 +141,7 @@ func Yield() {
 	if _, perr := weft.Yield(vthreadScope); perr != nil {
 		vt.s.countPin(perr)
 		// What vt queued on its carrier, which it keeps, must not wait
-		// for the monitor: an idle carrier is woken for it now, as a
+		// for the monitor. An idle carrier is woken for it now, as a
 		// pinned park does.
 		vt.carrier.payOwed()
 		start := vt.s.pinStart()
@@ -149,18 +150,18 @@ func Yield() {
 	}
 }
 
-// parkUntilWoken parks w's virtual thread until w's wait ends, and
-// reports whether it was woken (not timed out). It is the park loop, with
-// VThread.park written out: the loop's frame is the only one between its
-// caller and the yield, as every frame under a park is frozen with it.
-// sendWait and recvWait (chan.go) have copies of the loop, so that
-// nothing is between them and the yield (TestParkCopiesMatch).
+// parkUntilWoken parks w's virtual thread until w's wait ends. It
+// reports whether it was woken, not timed out. It is the park loop, with
+// VThread.park written out. Every frame under a park is frozen with it,
+// so the loop's frame is the only one between its caller and the yield.
+// sendWait and recvWait (chan.go) have copies of the loop, so nothing is
+// between them and the yield (TestParkCopiesMatch).
 //
-// Only w is live across the yield (w.vt is read again after it): the
+// Only w is live across the yield; w.vt is read again after it. The
 // capture publishes and the thaw restores each live pointer. After the
 // park it clears the permit, using up an Unpark that came during the
-// wait. It loads the permit first: unparkClaimed sets none for a parked
-// thread, so the permit is usually clear, and a load is cheaper than a
+// wait. It loads the permit first. unparkClaimed sets none for a parked
+// thread, so the permit is usually clear. A load is cheaper than a
 // compare-and-swap that fails.
 func (w *waiter) parkUntilWoken() bool {
 	for w.state.Load() == waiting {

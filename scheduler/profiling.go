@@ -82,11 +82,11 @@ type PinRecord struct {
 	Stack []runtime.Frame // innermost first
 }
 
-// SetParkProfileRate sets how the park profile samples: with block-profile
-// semantics (runtime.SetBlockProfileRate), a park that lasted rate
-// nanoseconds or more is recorded, a shorter one of d nanoseconds with
-// probability d/rate, counted as rate/d parks. Rate 1 records every park,
-// and 0 (the default) turns the profile off.
+// SetParkProfileRate sets how the park profile samples, with the
+// semantics of runtime.SetBlockProfileRate. A park that lasted rate
+// nanoseconds or more is recorded. A shorter one of d nanoseconds is
+// recorded with probability d/rate, counted as rate/d parks. Rate 1
+// records every park, and 0, the default, turns the profile off.
 func (s *Scheduler) SetParkProfileRate(rate int) {
 	s.check("SetParkProfileRate")
 	old := s.prof.parkRate.Swap(int64(max(rate, 0)))
@@ -101,9 +101,9 @@ func (s *Scheduler) SetParkProfileRate(rate int) {
 // ParkProfileRate returns the park profile's rate, 0 when it is off.
 func (s *Scheduler) ParkProfileRate() int { return int(s.prof.parkRate.Load()) }
 
-// SetPinThreshold sets the blocked time from which a pinned park or yield
-// is recorded in the pinning profile: 0 records every one, a negative d
-// none. The default is DefaultPinThreshold.
+// SetPinThreshold sets the blocked time from which a pinned park or
+// yield is recorded in the pinning profile. 0 records every one, a
+// negative d none. The default is DefaultPinThreshold.
 func (s *Scheduler) SetPinThreshold(d time.Duration) {
 	s.check("SetPinThreshold")
 	if d < 0 {
@@ -159,8 +159,9 @@ func (s *Scheduler) PinProfile() []PinRecord {
 }
 
 // profMount is carrier c's part of the profiles as it mounts vt, whose
-// labels are own; it returns the labels the goroutine is to have while vt
-// runs: own, or own with the labels that name the mount (RecordMounts).
+// labels are own. It returns the labels the goroutine is to have while
+// vt runs: own, or own with the labels that name the mount
+// (RecordMounts).
 func (s *Scheduler) profMount(vt *VThread, c *carrier, own unsafe.Pointer) unsafe.Pointer {
 	if r := s.reg; r != nil {
 		t := vt.rare.Load().track
@@ -205,7 +206,7 @@ func (s *Scheduler) profPark(vt *VThread) {
 	}
 }
 
-// profYield records that vt, which has yielded, runs on no carrier: a
+// profYield records that vt, which has yielded, runs on no carrier. A
 // dump must not take the stack of the carrier it left for vt's until it
 // mounts again.
 func (s *Scheduler) profYield(vt *VThread) {
@@ -214,8 +215,8 @@ func (s *Scheduler) profYield(vt *VThread) {
 	}
 }
 
-// profWake stamps the wake-up of vt, parked, which its caller has just
-// queued, for the park profile.
+// profWake stamps the wake-up of vt for the park profile. vt was parked,
+// and its caller has just queued it.
 func (s *Scheduler) profWake(vt *VThread) {
 	if s.prof.parkRate.Load() != 0 {
 		if r := vt.rare.Load(); r != nil && r.parkedAt != 0 {
@@ -224,8 +225,9 @@ func (s *Scheduler) profWake(vt *VThread) {
 	}
 }
 
-// sampleParked records, if the sampling picks it, a park of d nanoseconds,
-// wake of them after its wake-up, that vt, about to be resumed, ends.
+// sampleParked records a park of d nanoseconds if the sampling picks it.
+// wake of them came after its wake-up. vt, about to be resumed, ends the
+// park.
 func (s *Scheduler) sampleParked(vt *VThread, d, wake, rate int64) {
 	weight := int64(1)
 	if d < rate {
@@ -261,9 +263,9 @@ func framesKey(frames []runtime.Frame) string {
 	return string(b)
 }
 
-// pinBegin is called by a pinned park of vt before it blocks its carrier:
-// it returns the time it began, and the thread's whole stack if its
-// registry entry shows it (then pinEnd clears it).
+// pinBegin is called by a pinned park of vt before it blocks its
+// carrier. It returns the time it began. It also returns the thread's
+// whole stack if its registry entry shows it; pinEnd then clears it.
 func (s *Scheduler) pinBegin(vt *VThread) (start int64, stack []uintptr) {
 	if s.prof.pinThreshold.Load() < 0 && s.reg == nil {
 		return 0, nil
@@ -277,8 +279,8 @@ func (s *Scheduler) pinBegin(vt *VThread) (start int64, stack []uintptr) {
 	return mono(), stack
 }
 
-// pinEnd records a pinned park (park) or yield of vt, which began at
-// start (pinBegin), in the pinning profile if it lasted the threshold.
+// pinEnd records a pinned park (park) or yield of vt in the pinning
+// profile, if it lasted the threshold. It began at start (pinBegin).
 func (s *Scheduler) pinEnd(vt *VThread, perr *pinning.Error, park bool, start int64, stack []uintptr) {
 	if s.reg != nil && park {
 		t := vt.rare.Load().track
@@ -331,9 +333,9 @@ func (s *Scheduler) pinStart() int64 {
 }
 
 // wholeStack returns the return PCs of the calling virtual thread vt's
-// whole stack, from the frame runtime.Callers' skip names (1 is
-// wholeStack's) to its body: the live frames down to the return barrier,
-// then those frozen below it.
+// whole stack. It starts at the frame runtime.Callers' skip names (1 is
+// wholeStack's) and ends at its body. The live frames down to the return
+// barrier come first, then those frozen below it.
 func wholeStack(vt *VThread, skip int) []uintptr {
 	pcs := make([]uintptr, 64)
 	for {
@@ -373,15 +375,15 @@ var bodyEntry, bodyEnd = func() (uintptr, uintptr) {
 // reflectPC returns the entry PC of the function value f.
 func reflectPC(f any) uintptr { return reflect.ValueOf(f).Pointer() }
 
-// A whole-stack CPU profile needs to know, for each sample taken while a
-// virtual thread ran, the frames frozen under its return barrier: the
-// runtime's unwinder stops there. While mounts are recorded, each mount
-// of a virtual thread gets labels naming the thread (LabelThread,
-// LabelName) and the frames frozen when it mounted (LabelMount); package
-// vtprof stitches them under each sample's barrier frame after the
-// profile stops. Threads that mount with the same frozen frames share
-// one record, so the records grow with the distinct stacks, not with the
-// mounts.
+// A whole-stack CPU profile needs, for each sample taken while a virtual
+// thread ran, the frames frozen under its return barrier. The runtime's
+// unwinder stops there. While mounts are recorded, each mount of a
+// virtual thread gets labels. They name the thread (LabelThread,
+// LabelName) and the frames frozen when it mounted (LabelMount). Package
+// vtprof stitches those frames under each sample's barrier frame after
+// the profile stops. Threads that mount with the same frozen frames
+// share one record. So the records grow with the distinct stacks, not
+// with the mounts.
 
 // The labels that a recorded mount adds to the virtual thread's own.
 const (
@@ -413,18 +415,19 @@ type lastMount struct {
 	frozen   []uintptr
 }
 
-// RecordMounts records every mount of a virtual thread, of any scheduler,
-// until the function it returns is called; that function returns the
-// frames that were frozen in the threads' continuations as they mounted,
-// by key (LabelMount): return PCs, innermost first (weft.Cont.FrozenPCs).
-// A mount thaws the innermost of them; the rest stay under the return
-// barrier until the frames above it return. RecordMounts reports false,
-// and records nothing, if mounts are already being recorded. While they
-// are, each mount of a virtual thread costs a walk of its frozen frames
-// and, when they changed since its last one, a new label set. A virtual
-// thread that replaces its labels rather than adding to them
-// (pprof.SetGoroutineLabels with a context that did not come from its
-// own) drops the mount's labels until it next parks.
+// RecordMounts records every mount of a virtual thread, of any
+// scheduler, until the function it returns is called. That function
+// returns the frames that were frozen in the threads' continuations as
+// they mounted, by key (LabelMount). They are return PCs, innermost
+// first (weft.Cont.FrozenPCs). A mount thaws the innermost of them. The
+// rest stay under the return barrier until the frames above it return.
+// RecordMounts reports false, and records nothing, if mounts are already
+// being recorded. While they are, each mount of a virtual thread costs a
+// walk of its frozen frames. When they changed since its last mount, it
+// also costs a new label set. A virtual thread may replace its labels
+// rather than add to them: pprof.SetGoroutineLabels with a context that
+// did not come from its own. It then drops the mount's labels until it
+// next parks.
 func RecordMounts() (stop func() map[string][]uintptr, ok bool) {
 	m := &mountRecorder{keys: make(map[string]string), frozen: make(map[string][]uintptr), last: make(map[*VThread]lastMount)}
 	if !mounts.CompareAndSwap(nil, m) {
@@ -486,14 +489,14 @@ func (m *mountRecorder) mount(vt *VThread, own unsafe.Pointer) unsafe.Pointer {
 }
 
 // labelSet mirrors runtime/pprof's labelMap (internal/runtime/pprof/label
-// Set), what a goroutine's labels point to since Go 1.24: a list of
-// key-value pairs. TestDecodeLabels fails if the two diverge.
+// Set): a list of key-value pairs. A goroutine's labels point to one
+// since Go 1.24. TestDecodeLabels fails if the two diverge.
 type labelSet struct {
 	list []struct{ key, value string }
 }
 
-// decodeLabels returns the labels l, a goroutine's (profLabel), as a map;
-// nil if there are none.
+// decodeLabels returns the labels l, a goroutine's (profLabel), as a
+// map. It returns nil if there are none.
 func decodeLabels(l unsafe.Pointer) map[string]string {
 	if l == nil {
 		return nil

@@ -3,16 +3,17 @@ package scheduler
 import "github.com/weftrt/weft"
 
 // enqueue queues vt, which its caller has just moved from parked to
-// queued, on c, or with c nil on the carrier running the caller if vt's
-// scheduler runs it, else as readyOn does without a carrier.
+// queued. It queues vt on c. With c nil, it queues vt on the carrier
+// running the caller if vt's scheduler runs it. Else it queues as
+// readyOn does without a carrier.
 func (vt *VThread) enqueue(c *carrier) {
 	if profiling.Load() != 0 {
 		vt.s.profWake(vt) // profiling.go
 	}
 	if c == nil {
-		// runningCarrier, with Current written out: Innermost and
-		// currentIn inline, and a wake-up by a virtual thread (every
-		// Chan hand-off's) finds its carrier without Current's call.
+		// runningCarrier, with Current written out. Innermost and
+		// currentIn inline. So a wake-up by a virtual thread, as in
+		// every Chan hand-off, finds its carrier without Current's call.
 		if k := weft.Innermost(); k != nil {
 			if cur := currentIn(k); cur != nil && cur.s == vt.s {
 				c = cur.carrier
@@ -33,13 +34,13 @@ func (vt *VThread) enqueue(c *carrier) {
 	c.pushOwn(vt)
 }
 
-// pushOwn queues vt on c, called on c's goroutine (by the virtual thread
-// it runs, or by c itself): c runs it when it next takes work, so the
-// first one queued on an empty queue wakes no other carrier at once, as
-// the one that made it runnable is likely to park or end soon (a
-// hand-off, or a spawn that is joined); the carrier owes that wake-up,
-// and the monitor pays it if c has not taken work within a tick. A
-// virtual thread queued behind another wakes an idle carrier at once.
+// pushOwn queues vt on c. It is called on c's goroutine, by the virtual
+// thread c runs or by c itself. c runs vt when it next takes work. So
+// the first one queued on an empty queue wakes no other carrier at once.
+// The thread that made it runnable is likely to park or end soon: a
+// hand-off, or a spawn that is joined. The carrier owes that wake-up.
+// The monitor pays it if c has not taken work within a tick. A virtual
+// thread queued behind another wakes an idle carrier at once.
 //
 // With nothing queued, vt goes into runnext without the lock
 // (putRunnext).
@@ -68,12 +69,12 @@ func (c *carrier) pushOwn(vt *VThread) {
 	c.putRunnext(vt)
 }
 
-// putRunnext puts vt in c's runnext, which is empty (queued is queuedNone), on c's
-// goroutine, without the lock. The store of vt's ID comes before the load
-// of nidle, and a carrier going idle raises nidle before it looks at
-// every queued: either the look sees vt or this sees the carrier idle. With
-// no carrier idle, one that goes idle later looks at every queue before
-// it sleeps.
+// putRunnext puts vt in c's runnext, on c's goroutine, without the lock.
+// runnext is empty: queued is queuedNone. The store of vt's ID comes
+// before the load of nidle. A carrier going idle raises nidle before it
+// looks at every queued. So either the look sees vt or this sees the
+// carrier idle. With no carrier idle, one that goes idle later looks at
+// every queue before it sleeps.
 func (c *carrier) putRunnext(vt *VThread) {
 	c.runnext = vt
 	c.queued.Store(vt.id)
@@ -83,9 +84,9 @@ func (c *carrier) putRunnext(vt *VThread) {
 }
 
 // oweWake records that c owes a wake-up for the thread it has just put
-// in runnext, while a carrier is idle (pushOwn), unless it owes one
-// already, and kicks the monitor if it is parked, so that it pays the
-// wake-up if c has not taken work within a tick.
+// in runnext while a carrier is idle (pushOwn). It does nothing if c owes
+// one already. It kicks the monitor if it is parked. The monitor pays
+// the wake-up if c has not taken work within a tick.
 func (c *carrier) oweWake() {
 	s := c.s
 	if c.owed.Load() == 0 {
@@ -106,21 +107,21 @@ func (c *carrier) payOwed() {
 	}
 }
 
-// push queues vt on c, behind what is queued there, waking nobody; called
-// on c's goroutine, as pushOwn (its one caller outside tests, and only in
-// deterministic mode, which returns before the lock, or on a compensation
-// carrier): moveRunnext moves runnext with a plain store of queued, which
-// only c's goroutine may do while pop and unqueue take it without the
-// lock.
+// push queues vt on c, behind what is queued there, waking nobody. It
+// must run on c's goroutine. moveRunnext moves runnext with a plain store
+// of queued. Only c's goroutine may do that, since pop and unqueue take
+// runnext without the lock. pushOwn is its one caller outside tests. It
+// calls push only in deterministic mode, which returns before the lock,
+// or on a compensation carrier.
 func (c *carrier) push(vt *VThread) {
 	if d := c.s.det; d != nil {
 		d.push(vt)
 		return
 	}
-	// A compensation carrier queues on its own queue too, newest first,
-	// so that a spawn tree it runs stays depth first; nobody steals from
-	// it, and it spills its queue to the global queue before it blocks
-	// pinned or retires (spill).
+	// A compensation carrier queues on its own queue too, newest first.
+	// So a spawn tree it runs stays depth first. Nobody steals from it.
+	// It spills its queue to the global queue before it blocks pinned or
+	// retires (spill).
 	c.mu.Lock()
 	if r := c.queued.Load(); r != queuedInQueue && r != queuedNone {
 		c.moveRunnext()
@@ -131,10 +132,10 @@ func (c *carrier) push(vt *VThread) {
 }
 
 // spill moves what is queued on c, a compensation carrier, to the global
-// queue, oldest first, and wakes a carrier for each; called on c's
-// goroutine before it blocks pinned or retires, as nobody steals from it.
-// It moves under both locks (c.mu, then s.mu), as nothing takes them the
-// other way round.
+// queue, oldest first. It wakes a carrier for each. Nobody steals from
+// c, so c's goroutine calls it before it blocks pinned or retires. It
+// moves under both locks, c.mu then s.mu. Nothing takes them the other
+// way round.
 func (c *carrier) spill() {
 	s := c.s
 	c.mu.Lock()
@@ -156,18 +157,18 @@ func (c *carrier) spill() {
 }
 
 // moveRunnext moves the thread in runnext to the end of queue, which is
-// empty; c.mu is held, by c's goroutine, and queued holds the thread's ID
-// (only c takes it without the lock, and c is here). A look under the
-// lock (hasWork, a thief) sees it in one place or the other.
+// empty. c's goroutine holds c.mu. queued holds the thread's ID: only c
+// takes it without the lock, and c is here. A look under the lock
+// (hasWork, a thief) sees it in one place or the other.
 func (c *carrier) moveRunnext() {
 	c.queue = append(c.queue, c.runnext)
 	c.runnext = nil
 	c.queued.Store(queuedInQueue)
 }
 
-// unqueue takes vt off c's queue if it is among the last few queued there,
-// and reports whether it did: vt is then the caller's to run. Called on
-// c's goroutine.
+// unqueue takes vt off c's queue if it is among the last few queued
+// there. It reports whether it did: vt is then the caller's to run.
+// Called on c's goroutine.
 func (c *carrier) unqueue(vt *VThread) bool {
 	if r := c.queued.Load(); r != queuedInQueue {
 		// Nothing in queue: vt is queued on c only in runnext. If a
@@ -185,13 +186,13 @@ func (c *carrier) unqueue(vt *VThread) bool {
 	for i, stop := len(c.queue)-1, max(c.head, len(c.queue)-maxUnqueueScan); i >= stop; i-- {
 		if c.queue[i] == vt {
 			last := len(c.queue) - 1
-			// The newest moves into vt's place, not the newer ones
-			// down: a parent joins its children oldest first, and each
-			// shifted pointer is a write with the collector's barrier.
-			// So thieves and fair picks, which take the head, take the
-			// newest first (the one its parent joins last), and the
-			// carrier's pop, which takes the tail, takes the one that
-			// was next to vt. No thread gets more threads beneath it.
+			// The newest moves into vt's place; the newer ones do not
+			// shift down. A parent joins its children oldest first, and
+			// each shifted pointer is a write with the collector's
+			// barrier. So thieves and fair picks, which take the head,
+			// take the newest first: the one its parent joins last. The
+			// carrier's pop takes the tail: the one that was next to vt.
+			// No thread gets more threads beneath it.
 			if i < last {
 				c.queue[i] = c.queue[last]
 			}
@@ -214,11 +215,11 @@ func (c *carrier) unqueue(vt *VThread) bool {
 }
 
 // maxUnqueueScan is how far from its tail unqueue looks for a virtual
-// thread: a parent joins the children it queued last, and a long queue is
+// thread. A parent joins the children it queued last. A long queue is
 // not searched.
 const maxUnqueueScan = 16
 
-// pop takes the newest virtual thread of c's queue; called on c's
+// pop takes the newest virtual thread of c's queue. Called on c's
 // goroutine.
 func (c *carrier) pop() *VThread {
 	r := c.queued.Load()
@@ -232,10 +233,10 @@ func (c *carrier) pop() *VThread {
 // queuedInQueue or queuedTaking.
 func isID(r uint64) bool { return r-1 < queuedTaking-1 }
 
-// takeRunnextIf takes the thread in runnext if r, a value of queued that c's
-// goroutine loaded, is its ID and no thief has taken it since; else it
-// returns nil. It is how c's goroutine takes runnext without the lock:
-// pop, next and loop call it.
+// takeRunnextIf takes the thread in runnext if r is its ID and no thief
+// has taken it since. Else it returns nil. r is a value of queued that
+// c's goroutine loaded. It is how c's goroutine takes runnext without the
+// lock: pop, next and loop call it.
 func (c *carrier) takeRunnextIf(r uint64) *VThread {
 	if isID(r) && c.queued.CompareAndSwap(r, queuedNone) {
 		return c.takeRunnext()
@@ -251,10 +252,10 @@ func (c *carrier) takeRunnext() *VThread {
 	return vt
 }
 
-// popQueue is the rest of pop, given queued as pop loaded it: nothing if it
-// was queuedNone (only c queues on c), else the newest of queue, under the
-// lock; a thread's ID there means that a thief took it or is taking it
-// (the lock waits for it).
+// popQueue is the rest of pop, given queued as pop loaded it. It takes
+// nothing if that was queuedNone: only c queues on c. Else it takes the
+// newest of queue, under the lock. A thread's ID there means that a
+// thief took it or is taking it; the lock waits for it.
 func (c *carrier) popQueue(r uint64) *VThread {
 	if r == queuedNone {
 		return nil
@@ -294,10 +295,10 @@ func (c *carrier) compact() {
 	}
 }
 
-// next finds a runnable virtual thread: its own queue, newest first, the
-// global queue, then the other carriers'. Once in fairPicks picks it
-// takes the oldest of the global queue or of its own instead (fairPick,
-// fairness.go).
+// next finds a runnable virtual thread. It looks at its own queue,
+// newest first, then the global queue, then the other carriers'. Once in
+// fairPicks picks it takes the oldest of the global queue or of its own
+// instead (fairPick, fairness.go).
 //
 // loop takes the thread in runnext itself, without this call, on every
 // pick but the fair one, and counts the pick.
@@ -325,8 +326,8 @@ func (c *carrier) next() *VThread {
 	if vt := s.popGlobal(); vt != nil {
 		return vt
 	}
-	// Every other carrier, from the next one round; a compensation
-	// carrier, which is not among them, looks at all of them.
+	// Every other carrier, from the next one round. A compensation
+	// carrier is not among them, so it looks at all of them.
 	n := len(s.carriers)
 	for i := 1; i <= n; i++ {
 		if o := s.carriers[(c.id+i)%n]; o != c {
@@ -378,10 +379,10 @@ func (s *Scheduler) runningCarrier() *carrier {
 	return nil
 }
 
-// readyOn makes vt runnable: on c's queue, where c is the carrier of s
-// running the caller (runningCarrier), else on the global queue; and
-// wakes an idle carrier. (pushOwn, in deterministic mode, queues as
-// readyGlobal does.)
+// readyOn makes vt runnable and wakes an idle carrier. It queues vt on
+// c's queue, where c is the carrier of s running the caller
+// (runningCarrier), else on the global queue. In deterministic mode,
+// pushOwn queues as readyGlobal does.
 func (s *Scheduler) readyOn(vt *VThread, c *carrier) {
 	if c != nil {
 		c.pushOwn(vt)
@@ -404,9 +405,9 @@ func (s *Scheduler) readyGlobal(vt *VThread) {
 	s.wakeOne()
 }
 
-// readyBack queues a virtual thread that yielded behind everything else:
-// readyGlobal, but in deterministic mode it wakes nobody (the one carrier
-// is the yielder's, and runs on).
+// readyBack queues a virtual thread that yielded behind everything else.
+// It is readyGlobal, but in deterministic mode it wakes nobody: the one
+// carrier is the yielder's, and runs on.
 func (s *Scheduler) readyBack(vt *VThread) {
 	if d := s.det; d != nil {
 		d.push(vt)
@@ -421,24 +422,24 @@ func (s *Scheduler) appendGlobal(vt *VThread) {
 	s.nglobal.Store(int32(len(s.global) - s.ghead))
 }
 
-// maxKeptGlobal is the largest array the global queue keeps once empty: a
-// burst of starts from outside (100,000 threads at once) does not hold its
-// array for good, and the usual trickle (timers, the poller, a goroutine's
-// Go) reuses one without allocating.
+// maxKeptGlobal is the largest array the global queue keeps once empty.
+// A burst of starts from outside, 100,000 threads at once, does not hold
+// its array for good. The usual trickle reuses one without allocating:
+// timers, the poller, a goroutine's Go.
 const maxKeptGlobal = 1024
 
 // hasGlobal reports whether the global queue holds a virtual thread,
-// without the lock: a carrier about to sleep raises nidle before it looks,
-// and a push stores nglobal before it loads nidle (wakeOne), so either the
-// look sees the push or the push wakes a carrier.
+// without the lock. A carrier about to sleep raises nidle before it
+// looks. A push stores nglobal before it loads nidle (wakeOne). So
+// either the look sees the push or the push wakes a carrier.
 func (s *Scheduler) hasGlobal() bool {
 	return s.nglobal.Load() > 0
 }
 
 // popGlobal takes the oldest virtual thread of the global queue, if any.
-// It takes s.mu only if the queue looks non-empty: every carrier that
+// It takes s.mu only if the queue looks non-empty. Every carrier that
 // finds its own queue empty comes here, and would otherwise contend for
-// it.
+// s.mu.
 func (s *Scheduler) popGlobal() *VThread {
 	if s.nglobal.Load() == 0 {
 		return nil
@@ -460,8 +461,8 @@ func (s *Scheduler) popGlobal() *VThread {
 		}
 		s.ghead = 0
 	case s.ghead > 64 && 2*s.ghead > len(s.global):
-		// Never empty, as under a steady stream: move the queue down
-		// rather than let append grow the array with its dead front;
+		// Never empty, as under a steady stream. Move the queue down, so
+		// append does not grow the array with its dead front. Move it
 		// into a smaller array if a burst made this one large.
 		live := s.global[s.ghead:]
 		if cap(s.global) > maxKeptGlobal && 4*len(live) < cap(s.global) {

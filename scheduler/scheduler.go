@@ -52,100 +52,100 @@ type Options struct {
 	// Carriers is the number of carrier goroutines; 0 means GOMAXPROCS.
 	// A negative number is an error.
 	Carriers int
-	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)] (Linux;
-	// elsewhere New returns an error), for thread-per-core use: CPUs the
-	// process may run on, numbered below 1024 (unix.CPUSet). It needs
-	// carriers locked to their threads (LockOSThread); New returns an
-	// error otherwise. A compensation carrier (MaxCompensation) is bound
-	// to all of CPUs. A carrier's thread gets its affinity back when the
-	// carrier exits.
+	// CPUs, if not empty, binds carrier i to CPU CPUs[i%len(CPUs)], for
+	// thread-per-core use. It works on Linux only; elsewhere New returns
+	// an error. The CPUs must be ones the process may run on, numbered
+	// below 1024 (unix.CPUSet). It needs carriers locked to their threads
+	// (LockOSThread); New returns an error otherwise. A compensation
+	// carrier (MaxCompensation) is bound to all of CPUs. A carrier's
+	// thread gets its affinity back when the carrier exits.
 	CPUs []int
-	// MaxCompensation bounds the extra carriers started while virtual
-	// threads are blocked pinned, hold their carriers without parking
-	// (Held) or call Blocking, one for each such thread; 0 means
-	// Carriers, negative means none.
+	// MaxCompensation bounds the extra carriers, one for each virtual
+	// thread that is blocked pinned, holds its carrier without parking
+	// (Held) or calls Blocking. 0 means Carriers; negative means none.
 	MaxCompensation int
 	// LockOSThread locks each carrier to its OS thread. The default, nil,
-	// locks carriers on the stack-copying backend and not on the portable
-	// one, whose continuations must be resumed under the thread locking
-	// they were first run under (docs/limitations.md).
+	// locks carriers on the stack-copying backend, not on the portable
+	// one. A portable continuation must be resumed under the thread
+	// locking it was first run under (docs/limitations.md).
 	//
-	// Waking a locked carrier that sleeps hands a P to its thread, which
-	// is slower than waking an unlocked one, a goroutine like any other.
-	// A scheduler whose virtual threads are mostly started or woken by
-	// plain goroutines runs faster unlocked (false), unless it binds
-	// carriers to CPUs (docs/benchmarks.md has the numbers).
+	// Waking a sleeping locked carrier hands a P to its thread. That is
+	// slower than waking an unlocked one, a goroutine like any other. So
+	// a scheduler whose virtual threads are mostly started or woken by
+	// plain goroutines runs faster unlocked (false). That does not hold
+	// if it binds carriers to CPUs. docs/benchmarks.md has the numbers.
 	LockOSThread *bool
 	// Deterministic runs one carrier that picks the next runnable virtual
-	// thread with a random generator seeded by Seed, and gives Sleep and
-	// timers a virtual clock that jumps to the next timer when nothing is
+	// thread with a random generator seeded by Seed. Sleep and timers get
+	// a virtual clock that jumps to the next timer when nothing is
 	// runnable. The same program with the same seed interleaves the same
 	// way, as long as only virtual threads of this scheduler wake each
-	// other (no plain goroutines, no I/O). There is no compensation
-	// carrier: a virtual thread that parks while pinned (Pins counts it)
-	// blocks the only carrier until it is unparked from outside, which in
-	// a simulation is never, so a deterministic program must not block
+	// other: no plain goroutines, no I/O. There is no compensation
+	// carrier. A virtual thread that parks while pinned (Pins counts it)
+	// blocks the only carrier until it is unparked from outside. In a
+	// simulation that is never. So a deterministic program must not block
 	// inside pinning.Do, a cgo callback or a reflect call, or with its
-	// thread locked. No held carrier is noticed either (Held; no monitor
-	// runs): a virtual thread that blocks in time.Sleep, a Go channel or
-	// a system call blocks the simulation, and Blocking just calls its
-	// function. Deterministic overrides Carriers and MaxCompensation (one
-	// carrier, none extra), so that one Options can be run either way by
-	// setting Deterministic alone.
+	// thread locked. No monitor runs, so no held carrier is noticed
+	// (Held). A virtual thread that blocks in time.Sleep, a Go channel or
+	// a system call blocks the simulation. Blocking just calls its
+	// function. Deterministic overrides Carriers and MaxCompensation: one
+	// carrier, none extra. So one Options can run either way by setting
+	// Deterministic alone.
 	Deterministic bool
 	// Seed seeds the deterministic mode's choice of the next virtual
-	// thread; it is unused unless Deterministic is set.
+	// thread. It is unused unless Deterministic is set.
 	Seed uint64
 	// OnPanic, if set, is called with each virtual thread that panicked
 	// and the panic value, before Join returns it. It runs in that
-	// thread's last deferred call, while the panic is being recovered, so
-	// it must not block or park: the thread is pinned there (a park
-	// blocks its carrier, and in deterministic mode the scheduler for
-	// good). A panic raised by OnPanic itself is not recovered: it ends
-	// the program, as an unrecovered panic in a goroutine does (so
-	// re-panicking makes virtual threads' panics fatal). For a virtual
-	// thread that ran inside its joiner's Join, it unwinds into the joiner
-	// first.
+	// thread's last deferred call, while the panic is being recovered.
+	// The thread is pinned there, so OnPanic must not block or park. A
+	// park would block its carrier; in deterministic mode, the scheduler
+	// for good. A panic raised by OnPanic itself is not recovered. It
+	// ends the program, as an unrecovered panic in a goroutine does. So
+	// re-panicking makes virtual threads' panics fatal. For a virtual
+	// thread that ran inside its joiner's Join, it unwinds into the
+	// joiner first.
 	OnPanic func(vt *VThread, v any)
-	// Context is the parent of every virtual thread's context; nil means
+	// Context is the parent of every virtual thread's context. nil means
 	// context.Background().
 	Context context.Context
 	// TrackThreads keeps a registry of the scheduler's virtual threads,
-	// as Loom's jdk.trackAllThreads does, so that Threads can list them
-	// with their state and stack (package vtprof dumps them). It costs a
+	// as Loom's jdk.trackAllThreads does. Threads then lists them with
+	// their state and stack; package vtprof dumps them. It costs a
 	// registration at each start and end, and the call stack of each
-	// start; without it Threads lists none and a dump gives counts only.
+	// start. Without it Threads lists none and a dump gives counts only.
 	TrackThreads bool
 
 	// contStats gives virtual threads' continuation records the engine's
-	// counters (weft.NewCont), which tests read; a parked virtual thread
-	// is 96 bytes smaller without them (weft.NewUncountedCont).
+	// counters (weft.NewCont), which tests read. Without them a parked
+	// virtual thread is 96 bytes smaller (weft.NewUncountedCont).
 	contStats bool
 }
 
 // Scheduler runs virtual threads on carrier goroutines. Make one with
-// New: every method of a zero Scheduler, or of a nil *Scheduler (as New
-// returns with an error), panics, saying so.
+// New. Every method of a zero Scheduler panics, saying so. So does every
+// method of a nil *Scheduler, as New returns with an error.
 type Scheduler struct {
 	opts     Options
 	ctx      context.Context
 	cancel   context.CancelFunc
 	lock     bool
 	carriers []*carrier
-	// labels are the profiler labels of the goroutine that called New,
-	// every carrier's own (labels.go).
+	// labels are the profiler labels of the goroutine that called New.
+	// They are every carrier's own (labels.go).
 	labels unsafe.Pointer
 	// reg is the thread registry (registry.go), nil unless TrackThreads.
 	reg *registry
 	// nest: Join may run a queued virtual thread nested in its caller
-	// (runNested): not in deterministic mode, not on the portable backend.
+	// (runNested). It is false in deterministic mode and on the portable
+	// backend.
 	nest bool
 	// closing is set once Shutdown or Close begins; every start reads it.
 	closing atomic.Bool
 
-	// The fields from here to the next pad are written by every carrier
-	// as it goes idle, wakes, or uses the global queue: on cache lines of
-	// their own, so that the reads above, on every start, do not miss.
+	// Every carrier writes the fields from here to the next pad as it
+	// goes idle, wakes, or uses the global queue. They sit on cache lines
+	// of their own, so the reads above, on every start, do not miss.
 	_       cpu.CacheLinePad
 	mu      sync.Mutex   // guards global, idle and temp
 	global  []*VThread   // submitted from outside carriers, FIFO: global[ghead:]
@@ -158,14 +158,13 @@ type Scheduler struct {
 	_       cpu.CacheLinePad
 
 	// The virtual threads started and not finished are counted in
-	// shards, so that carriers starting and finishing them on many CPUs
-	// do not all write one cache line (on 16 CPUs, the one shared
-	// counter and ID took a third of skynet's time): each ordinary
-	// carrier's, for what the virtual threads it runs start and what ends
-	// on it, and outside, for the rest (starts from plain goroutines,
-	// starts and ends on compensation carriers, ends after a Goexit).
-	// liveCount and Live add them up. outside and ids, written by starts
-	// from outside the carriers, have a cache line of their own too.
+	// shards. So carriers starting and finishing them on many CPUs do not
+	// all write one cache line. Each ordinary carrier's shard counts what
+	// the virtual threads it runs start and what ends on it. outside
+	// counts the rest: starts from plain goroutines, starts and ends on
+	// compensation carriers, ends after a Goexit. liveCount and Live add
+	// them up. outside and ids, written by starts from outside the
+	// carriers, have a cache line of their own too.
 	outside liveShard
 	ids     atomic.Uint64 // the last ID handed out, singly or in a carrier's batch
 	_       cpu.CacheLinePad
@@ -173,7 +172,7 @@ type Scheduler struct {
 	doneOne sync.Once
 	wg      sync.WaitGroup // carriers and the monitor
 
-	// The monitor (monitor.go) pays the wake-ups that carriers owe and
+	// The monitor (monitor.go) pays the wake-ups that carriers owe. It
 	// looks for held carriers (held.go).
 	tick          atomic.Uint64 // the monitor's tick count, from 1
 	monitorParked atomic.Bool   // the monitor waits for monitorKick, or its next look
@@ -184,14 +183,15 @@ type Scheduler struct {
 	heldLog []*HeldEvent // the latest maxHeldEvents, oldest first
 	holds   atomic.Int32 // carriers held now, which compensation carriers stand in for as for blocked
 	// lastDump is when the monitor last took every goroutine's
-	// traceback for a held carrier (held.go); only the monitor touches
+	// traceback for a held carrier (held.go). Only the monitor touches
 	// it.
 	lastDump time.Time
 
 	pinMu sync.Mutex
 	pins  map[PinSite]uint64
-	// prof holds the pinning and park profiles (profiling.go): written
-	// while they record, so off the cache lines that every start reads.
+	// prof holds the pinning and park profiles (profiling.go). It is
+	// written while they record, so it is off the cache lines that every
+	// start reads.
 	prof profState
 
 	det *detState
@@ -234,14 +234,15 @@ func New(opts Options) (*Scheduler, error) {
 		s.lock = *opts.LockOSThread
 	}
 	if s.lock && weft.ActiveBackend() != weft.StackCopying && (opts.Carriers > 1 || opts.MaxCompensation >= 0) {
-		// A portable continuation must be resumed under the thread locking
-		// it was first run under; virtual threads move between carriers.
+		// A portable continuation must be resumed under the thread
+		// locking it was first run under. Virtual threads move between
+		// carriers.
 		s.cancel()
 		return nil, errors.New("scheduler: on the portable backend, carriers locked to OS threads need Carriers: 1 and MaxCompensation: -1 (" + weft.Backend() + ")")
 	}
 	if len(opts.CPUs) > 0 && !s.lock {
-		// Binding an unlocked carrier would bind whichever thread it
-		// happened to be on, for other goroutines, and not the carrier.
+		// Binding an unlocked carrier would bind whichever thread it was
+		// on, for other goroutines, not the carrier.
 		s.cancel()
 		return nil, errors.New("scheduler: CPUs needs carriers locked to their OS threads (LockOSThread)")
 	}
@@ -267,17 +268,17 @@ func New(opts Options) (*Scheduler, error) {
 	return s, nil
 }
 
-// check panics, for the method op, if s is nil or a zero Scheduler: one
-// that New did not make has no carriers, and a virtual thread started on
-// it would never run.
+// check panics, for the method op, if s is nil or a zero Scheduler. One
+// that New did not make has no carriers. A virtual thread started on it
+// would never run.
 func (s *Scheduler) check(op string) {
 	if s == nil || s.ctx == nil {
 		unusable(s, "Scheduler."+op+" on")
 	}
 }
 
-// unusable panics for a call (what says which, ending in "on" or
-// "with") given s, a nil *Scheduler or a zero Scheduler.
+// unusable panics for a call given s, a nil *Scheduler or a zero
+// Scheduler. what names the call, ending in "on" or "with".
 //
 //go:noinline
 func unusable(s *Scheduler, what string) {
@@ -287,12 +288,11 @@ func unusable(s *Scheduler, what string) {
 	panic("scheduler: " + what + " a zero Scheduler (make schedulers with New)")
 }
 
-// ended counts a virtual thread out in sh; the last one out after Shutdown
-// or Close began lets them and the carriers finish. (Every one counted out
-// after that adds up the shards, one pass each, which costs a read of
-// every carrier's cache line per end while a shutdown drains; one of the
-// last two to end concurrently sees the other's end, as each counts
-// itself out before it looks.)
+// ended counts a virtual thread out in sh. The last one out after
+// Shutdown or Close began lets them and the carriers finish. Once closing
+// is set, every one counted out adds up the shards, one pass each. Each
+// counts itself out before it looks. So of the last two to end
+// concurrently, one sees the other's end.
 func (s *Scheduler) ended(sh *liveShard) {
 	sh.ended.Add(1)
 	if s.closing.Load() {
@@ -300,12 +300,12 @@ func (s *Scheduler) ended(sh *liveShard) {
 	}
 }
 
-// checkDrained closes allDone and wakes the carriers if nothing is live;
-// closing is set.
+// checkDrained closes allDone and wakes the carriers if nothing is
+// live. closing is set.
 func (s *Scheduler) checkDrained() {
 	if d := s.det; d != nil {
 		// One step with the check of a deterministic AfterFunc's start
-		// (startFrom): a thread it starts is counted, or sees allDone
+		// (startFrom). A thread it starts is counted, or sees allDone
 		// closed and does not start.
 		d.mu.Lock()
 		n := s.liveCount()
@@ -335,18 +335,18 @@ func (s *Scheduler) drained() bool {
 }
 
 // Shutdown stops accepting new virtual threads and waits for the running
-// ones to finish (draining); the carriers have exited when it returns nil.
-// If ctx ends first, Shutdown cancels the contexts of the virtual threads
-// still running and returns ctx.Err() without waiting further, as
-// http.Server.Shutdown does: the carriers exit once the last of them has
-// finished. Cancelling a context does not interrupt a Park or a Sleep, so
-// a virtual thread must watch its context to be cancelled: sleep with
-// SleepContext, and wait with the calls that take a context (VThread.Wait,
-// Semaphore.Acquire, Chan.RecvContext...). Called from one of s's own
-// virtual threads, which it would wait for, or with a nil ctx, it panics
-// before it changes anything. Called from another scheduler's virtual
-// thread, it parks that thread while it waits (a goroutine of its own
-// waits), so that its carrier goes on running the others.
+// ones to finish (draining). When it returns nil, the carriers have
+// exited. If ctx ends first, Shutdown cancels the contexts of the
+// virtual threads still running. It then returns ctx.Err() without
+// waiting further, as http.Server.Shutdown does. The carriers exit once
+// the last of them has finished. Cancelling a context does not interrupt
+// a Park or a Sleep. So a virtual thread must watch its context to be
+// cancelled: sleep with SleepContext, and wait with the calls that take
+// a context (VThread.Wait, Semaphore.Acquire, Chan.RecvContext and so
+// on). Called from one of s's own virtual threads, which it would wait
+// for, or with a nil ctx, it panics before it changes anything. Called
+// from another scheduler's virtual thread, it parks that thread while a
+// goroutine of its own waits. So that carrier goes on running the others.
 func (s *Scheduler) Shutdown(ctx context.Context) error {
 	s.check("Shutdown")
 	if ctx == nil {
@@ -376,10 +376,10 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// blockParked calls wait, which blocks; called from a virtual thread (of
-// another scheduler: Shutdown and Close), it calls wait in a goroutine of
-// its own and parks until wait has returned, so that its carrier runs
-// other virtual threads meanwhile, which the wait may well be for.
+// blockParked calls wait, which blocks. Shutdown and Close call it from
+// a virtual thread of another scheduler. It then calls wait in a
+// goroutine of its own and parks until wait has returned. So its carrier
+// runs other virtual threads meanwhile, which the wait may well be for.
 func blockParked(wait func()) {
 	if Current() == nil {
 		wait()
@@ -402,12 +402,12 @@ func (s *Scheduler) notFromOwn(op string) {
 }
 
 // Close cancels every virtual thread's context, waits for them all to
-// finish, and stops the carriers. Cancelling does not interrupt a Park or
-// a Sleep: Close waits for the rest of a thread's Sleep, where a
+// finish, and stops the carriers. Cancelling does not interrupt a Park
+// or a Sleep. Close waits for the rest of a thread's Sleep. A
 // SleepContext on the thread's context returns at once (see Shutdown).
-// Called from one of s's own virtual threads, which it would wait for, it
-// panics; from another scheduler's, it parks that thread while it waits,
-// as Shutdown does.
+// Called from one of s's own virtual threads, which it would wait for,
+// it panics. Called from another scheduler's, it parks that thread while
+// it waits, as Shutdown does.
 func (s *Scheduler) Close() error {
 	s.check("Close")
 	s.notFromOwn("Close")

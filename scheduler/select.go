@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// A select locks all its channels, in the order of their ids (each
-// channel's lock once), so two selects over the same channels cannot
-// deadlock. It looks for a ready case, in a random order; if none is
-// ready it queues its nodes, unlocks, and waits. When woken (or timed
-// out) it locks its channels again and removes its remaining nodes. A
-// single Send or Recv takes only its channel's lock, and a completing
-// party takes only the lock of the channel it operates on (waking a
-// waiter takes no channel lock), so lock order is never violated.
+// A select locks all its channels in the order of their ids, each
+// channel's lock once. So two selects over the same channels cannot
+// deadlock. It looks for a ready case, in a random order. If none is
+// ready, it queues its nodes, unlocks, and waits. When woken or timed
+// out, it locks its channels again and removes its remaining nodes. A
+// single Send or Recv takes only its channel's lock. A completing party
+// takes only the lock of the channel it operates on; waking a waiter
+// takes no channel lock. So lock order is never violated.
 
 // chanLocker is the part of a channel the select needs whatever its
 // element type.
@@ -23,9 +23,9 @@ type chanLocker interface {
 	unlock()
 }
 
-// chanID returns c's id, numbering c on the first call: NewChan does not,
-// so that a zero Chan, which is an unbuffered channel too, gets one of its
-// own (two channels with one id would be locked once by a select).
+// chanID returns c's id, numbering c on the first call. NewChan does
+// not number it, so a zero Chan, an unbuffered channel too, gets its own.
+// A select would lock two channels with one id only once.
 func (c *Chan[T]) chanID() uint64 {
 	if id := c.id.Load(); id != 0 {
 		return id
@@ -42,7 +42,7 @@ func (c *Chan[T]) unlock() { c.mu.Unlock() }
 type selectOp interface {
 	channel() chanLocker
 	isSend() bool
-	// poll completes the case if it needs no waiting; ok is a receive's
+	// poll completes the case if it needs no waiting. ok is a receive's
 	// ok, or false for a send on a closed channel. Called with the
 	// channel locked.
 	poll() (done, ok bool)
@@ -55,8 +55,8 @@ type selNode interface {
 	// unlink takes the node off its queue if it is still on one. Called
 	// with its channel locked.
 	unlink()
-	// complete finishes the case that won: stores the received value, or
-	// panics for a send on a channel that was closed.
+	// complete finishes the case that won. It stores the received value,
+	// or panics for a send on a channel that was closed.
 	complete() (ok bool)
 }
 
@@ -67,8 +67,8 @@ type Case struct {
 	op selectOp
 }
 
-// RecvCase returns a case that receives from c into *dst (dst may be nil
-// to discard the value). When it is chosen, Select's recvOK is false if c
+// RecvCase returns a case that receives from c into *dst. dst may be nil
+// to discard the value. When it is chosen, Select's recvOK is false if c
 // is closed and drained, and *dst is then set to the zero value.
 func RecvCase[T any](c *Chan[T], dst *T) Case {
 	if c == nil {

@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// wakeTimer is a Sleep timer's wake-up, or, with fired nil, SleepContext's
-// context watch's (isDone tells). It sets fired. If vt is parked, it makes
-// vt runnable without the permit. Otherwise vt runs, and may be about to
-// park: it wakes vt through the permit, as Unpark does. So the permit
-// stands for other Unparks only, which the sleep keeps for the next Park.
+// wakeTimer is a Sleep timer's wake-up. With fired nil, it is
+// SleepContext's context watch's; isDone tells. It sets fired. If vt is
+// parked, it makes vt runnable without the permit. Otherwise vt runs, and
+// may be about to park: it wakes vt through the permit, as Unpark does.
+// So the permit stands for other Unparks only, which the sleep keeps for
+// the next Park.
 func (vt *VThread) wakeTimer(fired *atomic.Bool) {
 	if fired != nil {
 		fired.Store(true)
@@ -28,17 +29,17 @@ func (vt *VThread) wakeTimer(fired *atomic.Bool) {
 	}
 }
 
-// Sleep pauses the calling virtual thread for at least d (by the
-// scheduler's clock: virtual in deterministic mode). An Unpark that comes
+// Sleep pauses the calling virtual thread for at least d, by the
+// scheduler's clock: virtual in deterministic mode. An Unpark that comes
 // before or during it does not end it, and is not lost: the next Park
-// returns at once. Nor does cancelling a context: SleepContext is the
-// Sleep that one can end. From a plain goroutine it calls time.Sleep.
+// returns at once. Nor does cancelling a context end it: SleepContext is
+// the Sleep that one can end. From a plain goroutine it calls time.Sleep.
 //
-// Outside deterministic mode, a timer that fires while the thread is not
-// parked (a d shorter than the time the thread takes to park, or a timer
-// that fires just as the sleep ends) wakes it through its permit, as
-// Unpark does, and may so leave the thread unparked once after Sleep has
-// returned: the next Park may then return spuriously, as Park may.
+// Outside deterministic mode, the timer may fire while the thread is not
+// parked. d may be shorter than the thread takes to park, or the timer
+// may fire just as the sleep ends. It then wakes the thread through its
+// permit, as Unpark does. So the thread may be left unparked once after
+// Sleep returns: the next Park may then return spuriously, as Park may.
 func Sleep(d time.Duration) {
 	vt := Current()
 	if vt == nil {
@@ -53,16 +54,16 @@ func Sleep(d time.Duration) {
 }
 
 // sleepUntil parks vt until its timer for d has fired or done is closed.
-// done is a context's Done channel, nil for none; whoever closes it must
+// done is a context's Done channel, nil for none. Whoever closes it must
 // wake vt with wakeTimer. Sleep and SleepContext share it.
 func (vt *VThread) sleepUntil(d time.Duration, done <-chan struct{}) {
 	var fired atomic.Bool
 	t := vt.s.afterFunc(d, func() { vt.wakeTimer(&fired) })
 	woken := false
 	for !fired.Load() && !isDone(done) { // the timer fires once d has passed
-		// A permit here is neither the timer's nor done's (they wake
+		// A permit here is neither the timer's nor done's. They wake
 		// by state, or set the permit only while vt runs, after their
-		// flag): take it and remember to give it back.
+		// flag. Take it and remember to give it back.
 		if vt.permit.Load() && vt.permit.CompareAndSwap(true, false) {
 			woken = true
 			continue
@@ -71,37 +72,37 @@ func (vt *VThread) sleepUntil(d time.Duration, done <-chan struct{}) {
 	}
 	t.Stop()
 	if woken {
-		// Give it back, as Loom's sleep does: a Park after the sleep
-		// returns at once rather than missing that wake-up (Park may
+		// Give it back, as Loom's sleep does. A Park after the sleep
+		// then returns at once, not missing that wake-up. Park may
 		// return spuriously, so a caller loses nothing if it was the
-		// timer's after all).
+		// timer's after all.
 		vt.permit.Store(true)
 	}
 }
 
-// SleepContext is Sleep that ctx can end: it pauses the calling virtual
-// thread until d has passed (by the scheduler's clock: virtual in
-// deterministic mode) and returns nil, or until ctx ends and returns
-// ctx.Err(), whichever comes first. A ctx that has already ended returns
-// ctx.Err() at once, without a yield. Closing the scheduler, or a
-// Shutdown whose context ends, cancels every virtual thread's context:
-// a thread sleeping on its own context wakes then, where Sleep would
-// keep Close waiting for the rest of its sleep.
+// SleepContext is Sleep that ctx can end. It pauses the calling virtual
+// thread until d has passed, and returns nil; or until ctx ends, and
+// returns ctx.Err(); whichever comes first. d is by the scheduler's
+// clock: virtual in deterministic mode. A ctx that has already ended
+// returns ctx.Err() at once, without a yield. Closing the scheduler, or
+// a Shutdown whose context ends, cancels every virtual thread's context.
+// A thread sleeping on its own context wakes then. Sleep would keep
+// Close waiting for the rest of its sleep.
 //
-// If d passes and ctx ends at about the same time, ctx wins: SleepContext
+// If d passes and ctx ends at about the same time, ctx wins. SleepContext
 // looks at ctx once more when it wakes and returns ctx.Err() if it has
-// ended, even if d has passed too. So it returns nil only if d has passed
-// and ctx had not ended when the sleep ended, never before d has passed.
-// (In deterministic mode, with the sleep due at virtual time T and ctx
-// cancelled at T by another virtual thread, the result depends on which
-// of the two the seed runs first.)
+// ended, even if d has passed too. So it returns nil only if d has
+// passed and ctx had not ended when the sleep ended. It never returns
+// nil before d has passed. In deterministic mode, let the sleep be due
+// at virtual time T and another virtual thread cancel ctx at T. The
+// result then depends on which of the two the seed runs first.
 //
 // As with Sleep, an Unpark that comes before or during the sleep does
 // not end it and is not lost: the next Park returns at once. When it
-// returns, SleepContext has stopped its timer and its watch on ctx;
-// nothing stays registered. (A timer or watch that fires just as the
-// sleep ends may still unpark the thread once after it has returned: the
-// next Park may then return spuriously, as Park may.)
+// returns, SleepContext has stopped its timer and its watch on ctx.
+// Nothing stays registered. A timer or watch that fires just as the
+// sleep ends may still unpark the thread once after it returns. The
+// next Park may then return spuriously, as Park may.
 //
 // From a plain goroutine it waits on a time.Timer and ctx.Done(). A nil
 // ctx panics.
@@ -138,8 +139,8 @@ func SleepContext(ctx context.Context, d time.Duration) error {
 }
 
 // sleepOutside is SleepContext called from a plain goroutine, ctx not
-// done at the call: it blocks on a wall-clock timer, ctx winning a tie as
-// in a virtual thread.
+// done at the call. It blocks on a wall-clock timer. As in a virtual
+// thread, ctx wins a tie.
 func sleepOutside(ctx context.Context, d time.Duration) error {
 	done := ctx.Done()
 	if d > 0 {
@@ -156,8 +157,8 @@ func sleepOutside(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// isDone reports whether done, a context's Done channel (nil for one that
-// never ends), is closed.
+// isDone reports whether done, a context's Done channel, is closed.
+// done is nil for a context that never ends.
 func isDone(done <-chan struct{}) bool {
 	select {
 	case <-done:

@@ -9,17 +9,17 @@ import (
 )
 
 // Go starts fn in a new virtual thread. fn gets the virtual thread's
-// context, which is cancelled when the scheduler shuts down without
-// draining (a draining Shutdown cancels it too, once every virtual thread
-// has ended) or when a Group it belongs to fails; it is not cancelled when
-// fn returns. The error fn returns is what Join returns. Go returns
-// ErrClosed once Shutdown or Close has begun. The virtual thread starts
-// with the caller's pprof labels and keeps the labels it sets across its
-// parks, as a goroutine would.
+// context. It is cancelled when the scheduler shuts down without
+// draining, or when a Group it belongs to fails. A draining Shutdown
+// cancels it too, once every virtual thread has ended. It is not
+// cancelled when fn returns. Join returns the error fn returns. Go
+// returns ErrClosed once Shutdown or Close has begun. The virtual thread
+// starts with the caller's pprof labels. Like a goroutine, it keeps the
+// labels it sets across its parks.
 //
-// Go panics on a nil *Scheduler (as New returns with an error) and on a
-// zero Scheduler (make schedulers with New), as every method of
-// Scheduler does.
+// Like every method of Scheduler, Go panics on a nil *Scheduler (as New
+// returns with an error). It panics on a zero Scheduler too: make
+// schedulers with New.
 func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
 	if s == nil || s.ctx == nil {
 		unusable(s, "Scheduler.Go on")
@@ -27,8 +27,8 @@ func (s *Scheduler) Go(fn func(ctx context.Context) error) (*VThread, error) {
 	return s.start("", nil, fn)
 }
 
-// GoNamed is Go with a name, which Name and String return. (The name is
-// not a pprof label: set labels with pprof.Do in fn, or around the call.)
+// GoNamed is Go with a name, which Name and String return. The name is
+// not a pprof label: set labels with pprof.Do in fn, or around the call.
 func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*VThread, error) {
 	if s == nil || s.ctx == nil {
 		unusable(s, "Scheduler.GoNamed on")
@@ -36,24 +36,24 @@ func (s *Scheduler) GoNamed(name string, fn func(ctx context.Context) error) (*V
 	return s.start(name, nil, fn)
 }
 
-// start starts fn in a new virtual thread, a child of g if g is not nil;
-// its context derives from g's, or else from s's.
+// start starts fn in a new virtual thread, a child of g if g is not nil.
+// Its context derives from g's, or else from s's.
 func (s *Scheduler) start(name string, g *Group, fn func(ctx context.Context) error) (*VThread, error) {
 	return s.startFrom(name, g, fn, false)
 }
 
-// startFrom is start; whileClosing starts fn even once Shutdown or Close
-// has begun (a deterministic AfterFunc's f, which real mode would run in
-// a goroutine then too, and a draining scheduler waits for), unless the
-// scheduler has drained. Only the deterministic carrier that fires the
-// timer calls it so, while it is still looking for work, and that carrier
-// runs the new thread. A timer already due when the last thread ends
-// while closing fires at that carrier's next look, after the scheduler
-// has drained: its f is dropped then, as a timer still pending is (a
-// thread started then would be left parked for good if it parked, the
-// carrier having seen the scheduler drained). The check and the count are
-// one step under the detState's lock, with which checkDrained counts and
-// closes allDone in deterministic mode.
+// startFrom is start. With whileClosing it starts fn even once Shutdown
+// or Close has begun, unless the scheduler has drained. That is for a
+// deterministic AfterFunc's f: real mode runs f in a goroutine then too,
+// and a draining scheduler waits for it. Only the deterministic carrier
+// that fires the timer calls it so, while still looking for work. That
+// carrier runs the new thread. A timer due when the last thread ends
+// while closing fires at the carrier's next look, after the drain. Its f
+// is dropped then, as a pending timer's is. A thread started then would
+// stay parked for good if it parked: the carrier saw the scheduler
+// drained. The check and the count are one step under the detState's
+// lock. checkDrained counts and closes allDone under that lock in
+// deterministic mode.
 func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context) error, whileClosing bool) (*VThread, error) {
 	if fn == nil {
 		panic("scheduler.Go: nil function")
@@ -70,19 +70,18 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 		sh.started.Add(1)
 		d.mu.Unlock()
 	} else {
-		// Counted live before the check, so that Shutdown, which sets
-		// closing before it counts, either waits for this one or is
-		// seen.
+		// Counted live before the check. Shutdown sets closing before
+		// it counts, so it either waits for this one or is seen.
 		sh.started.Add(1)
 		if s.closing.Load() {
 			s.ended(sh)
 			return nil, ErrClosed
 		}
 	}
-	// Every pointer in the literal: while the collector marks, the stores
-	// into the new, zeroed object share one write barrier call, which
-	// records only the new pointers (there are no old ones to shade),
-	// where a store after it records both, one call each.
+	// Every pointer goes in the literal. While the collector marks, the
+	// stores into the new, zeroed object share one write barrier call.
+	// It records only the new pointers: there are no old ones to shade.
+	// A store after it records both, one call each.
 	vt := &VThread{s: s, id: s.newID(c), group: g, fn: fn, cont: s.newCont(c)}
 	if name != "" {
 		vt.rareLocked().name = name
@@ -102,11 +101,11 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 	return vt, nil
 }
 
-// newCont returns a continuation record for a new virtual thread: one
-// that an ended virtual thread left on c, the calling carrier (nil if none
-// of s's is), reset, or a new one. The slot it takes the record from keeps
-// it (carrier.free), so that finish puts it back with no store if it ends
-// on c.
+// newCont returns a continuation record for a new virtual thread. It
+// resets one that an ended virtual thread left on c, or makes a new one.
+// c is the calling carrier, nil if none of s's is. The slot in
+// carrier.free keeps the record it takes. So finish puts it back with no
+// store if it ends on c.
 func (s *Scheduler) newCont(c *carrier) *weft.Cont {
 	if c != nil && len(c.free) > 0 {
 		cont := c.free[len(c.free)-1]
@@ -128,21 +127,21 @@ func (s *Scheduler) newCont(c *carrier) *weft.Cont {
 // carrier keeps for the next ones started on it.
 const maxFree = 64
 
-// vthreadBody is the body of every virtual thread's continuation: it
-// finds its virtual thread with Current, runs fn and records how it ended.
-// A panic is recovered in its deferred call, bodyEnded, so it never
-// reaches a carrier. Being one function for all, it needs no closure: a
-// virtual thread is started with no allocation but its VThread (and, when
-// no ended one's can be reused, its continuation record).
+// vthreadBody is the body of every virtual thread's continuation. It
+// finds its virtual thread with Current, runs fn and records how it
+// ended. Its deferred call, bodyEnded, recovers a panic, so none reaches
+// a carrier. It is one function for all, so it needs no closure. Starting
+// a virtual thread allocates only its VThread, and a continuation record
+// when no ended one can be reused.
 //
-// The deferred call is a plain function and the outcome a field: a
+// The deferred call is a plain function and the outcome a field. A
 // deferred closure or method value, or a local whose address is taken,
-// would be a stack object in the body's frame, and a region holding stack
-// objects cannot take weft's capture fast path. The body is in the region
-// of a virtual thread's first parks (the thaw policy then leaves it frozen
-// under the return barrier until the function returns: from the second
-// park on, as a rule), and is one frame rather than a closure calling a
-// method: each frame is frozen with every parked virtual thread.
+// would be a stack object in the body's frame. A region holding stack
+// objects cannot take weft's capture fast path. The body is in the
+// region of a virtual thread's first parks. From the second park on, as
+// a rule, the thaw policy leaves it frozen under the return barrier until
+// the function returns. It is one frame, not a closure calling a method:
+// every parked virtual thread has each such frame frozen.
 func vthreadBody() {
 	defer bodyEnded()
 	vt := bodyVThread()
@@ -152,19 +151,19 @@ func vthreadBody() {
 }
 
 // bodyVThread returns the virtual thread whose body vthreadBody is: the
-// owner of the innermost continuation, which in vthreadBody's frame and
-// in the calls it makes after its function returned or unwound (nested
-// continuations have unmounted by then, their deferred calls being
-// deeper) is always the virtual thread's own. Cheaper than Current,
-// which must check the scope; bodyEnded does the same inline.
+// owner of the innermost continuation. In vthreadBody's frame, after its
+// function returned or unwound, that is always the virtual thread's own.
+// Nested continuations have unmounted by then: their deferred calls are
+// deeper. Current must also check the scope; this need not. bodyEnded
+// does the same inline.
 func bodyVThread() *VThread {
 	return weft.Innermost().Owner().(*VThread)
 }
 
-// bodyReturned records the error a virtual thread's function returned. It
-// finds the virtual thread again rather than have vthreadBody keep vt
-// across the call: a word less in the frame that every parked virtual
-// thread has frozen at the bottom of its stack.
+// bodyReturned records the error a virtual thread's function returned.
+// It finds the virtual thread again, so vthreadBody keeps no vt across
+// the call. That frame is frozen at the bottom of every parked virtual
+// thread's stack: a word less there counts.
 //
 //go:noinline
 func bodyReturned(err error) {
@@ -175,11 +174,11 @@ func bodyReturned(err error) {
 	vt.returned = true
 }
 
-// bodyEnded is vthreadBody's deferred call. A panic that reached it by
-// way of the engine's return barrier, vthreadBody's frame being frozen
-// (the thaw policy leaves it so from a thread's second park on), was
-// raised again there: the stack where it was first raised is the
-// engine's to give (weft.Cont.PanicStack).
+// bodyEnded is vthreadBody's deferred call. From a thread's second park
+// on, the thaw policy leaves vthreadBody's frame frozen. A panic then
+// reaches bodyEnded through the engine's return barrier, raised again
+// there. The stack where it was first raised is the engine's to give
+// (weft.Cont.PanicStack).
 func bodyEnded() {
 	c := weft.Innermost()
 	vt := c.Owner().(*VThread)
@@ -202,12 +201,12 @@ func bodyEnded() {
 }
 
 // idBatch is how many IDs a carrier takes at a time for the virtual
-// threads started on it, as the runtime hands goroutine IDs to its Ps.
+// threads started on it. The runtime hands goroutine IDs to its Ps so.
 const idBatch = 64
 
-// newID returns a new virtual thread's ID, from c's batch if it is one of
-// s's ordinary carriers (so IDs are unique, but not in the order the
-// threads started). Deterministic mode numbers them in order.
+// newID returns a new virtual thread's ID. It takes it from c's batch if
+// c is one of s's ordinary carriers. IDs are unique, but not in the
+// order the threads started. Deterministic mode numbers them in order.
 func (s *Scheduler) newID(c *carrier) uint64 {
 	if c == nil || c.temp || s.det != nil {
 		return s.ids.Add(1)
@@ -221,10 +220,10 @@ func (s *Scheduler) newID(c *carrier) uint64 {
 	return id
 }
 
-// finish records the end of vt, run on its carrier c. The virtual threads
-// joining vt go on c's run queue, as they would if vt had woken them
-// itself, so that a joining parent runs next, keeping a spawning tree depth
-// first; c is nil where the carrier cannot take them (Goexit).
+// finish records the end of vt, run on its carrier c. The virtual
+// threads joining vt go on c's run queue, as if vt had woken them
+// itself. So a joining parent runs next, and a spawning tree stays depth
+// first. c is nil where the carrier cannot take them (Goexit).
 func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	if g := vt.group; g != nil {
 		g.childEnded(vt)
@@ -233,12 +232,12 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 		vt.node = nil // a handle kept after the end keeps no channel node
 	}
 	if cont := vt.cont; cont.IsDone() {
-		// Nothing else refers to the record: keep it for the next
-		// virtual thread started on c, or drop it (a Goexit, c nil: a
-		// record that was reused keeps its arrays when it ends, which a
-		// handle kept after the end would keep too). (IsDone also holds
-		// for a record abandoned while suspended and still unwinding,
-		// which Reset refuses; the scheduler never abandons one.)
+		// Nothing else refers to the record. Keep it for the next
+		// virtual thread started on c, or drop it on a Goexit (c nil).
+		// A reused record keeps its arrays when it ends. A handle kept
+		// after the end would keep them too. IsDone also holds for a
+		// record abandoned while suspended and still unwinding, which
+		// Reset refuses. The scheduler never abandons one.
 		vt.cont = nil
 		if c != nil && len(c.free) < maxFree {
 			c.keep(cont)
@@ -248,14 +247,13 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	if r := s.reg; r != nil {
 		r.remove(vt)
 	}
-	// Counted out as soon as its state says so, and before its joiners
-	// and its Done channel are told: Live after a Join or Wait that
-	// returned, or after Done closed, does not count it (a Join that
-	// finds the state done in the instant before the count drops may
-	// still see it counted). Counted out after the state, so that when
-	// the last one out while closing lets the carriers exit, every
-	// virtual thread's state says done; this carrier finishes this call
-	// first, and Shutdown waits for it.
+	// Counted out right after its state says done, before its joiners
+	// and its Done channel are told. So Live does not count it after a
+	// Join or Wait returned, or after Done closed. A Join that sees the
+	// state done just before the count drops may still see it counted.
+	// Counted out after the state: when the last one out while closing
+	// lets the carriers exit, every virtual thread's state says done.
+	// This carrier finishes this call first, and Shutdown waits for it.
 	s.ended(s.shard(c))
 	vt.joinMu.Lock()
 	vt.ended = true
@@ -295,9 +293,9 @@ func (s *Scheduler) finish(vt *VThread, c *carrier) {
 	}
 }
 
-// keep adds cont, the record of a virtual thread that ended on c, to c's
-// free records, which have room for it. If the slot past their end
-// already holds cont (Go took it from there), only the length grows.
+// keep adds cont, the record of a virtual thread that ended on c, to
+// c's free records, which have room for it. If the slot past their end
+// already holds cont, Go took it from there, and only the length grows.
 func (c *carrier) keep(cont *weft.Cont) {
 	if n := len(c.free); n < cap(c.free) && c.free[:n+1][n] == cont {
 		c.free = c.free[:n+1]

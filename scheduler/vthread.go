@@ -10,12 +10,12 @@ import (
 	"github.com/weftrt/weft"
 )
 
-// VThread is a virtual thread: a function running in a continuation that
-// parks by yielding and is resumed by whichever carrier picks it up.
+// VThread is a virtual thread: a function running in a continuation. It
+// parks by yielding, and whichever carrier picks it up resumes it.
 type VThread struct {
-	// ctx is the context fn gets: a field of no size, whose address is
-	// the VThread's, so that the context costs no word of its own (its
-	// parent is group's or s's, vtContext.parent).
+	// ctx is the context fn gets. It is a field of no size, whose
+	// address is the VThread's, so the context takes no word of its own.
+	// Its parent is group's or s's (vtContext.parent).
 	ctx  vtContext
 	s    *Scheduler
 	id   uint64
@@ -36,41 +36,41 @@ type VThread struct {
 	err    error
 	joinMu sync.Mutex
 	// joiner is the first virtual thread to wait in Join, which needs
-	// nothing else; the others, and Done's channel, are in rare.
+	// nothing else. The others, and Done's channel, are in rare.
 	joiner *VThread
-	// rare holds what most virtual threads never need, made by the first
-	// that does: GoNamed before it publishes vt, the rest under joinMu.
+	// rare holds what most virtual threads never need. The first user
+	// makes it: GoNamed before it publishes vt, the rest under joinMu.
 	// Every parked virtual thread has a VThread, so it stays small.
 	rare atomic.Pointer[vthreadRare]
 	// node is the node of the last blocking Send or Recv without a
-	// timeout or context, a *keptNode[T], which the next one of the same
-	// T reuses (chan.go).
+	// timeout or context, a *keptNode[T]. The next one of the same T
+	// reuses it (chan.go).
 	node unsafe.Pointer
 }
 
 // vthreadRare is the part of a VThread that most never need.
 type vthreadRare struct {
 	name string
-	// done is made on demand (Done, or Join from a goroutine) and closed
-	// by finish, which sets ended. joinq, linked through next, are the
-	// virtual threads other than joiner waiting in Join or Wait.
+	// done is made on demand, by Done or by Join from a goroutine.
+	// finish closes it and sets ended. joinq, linked through next, are
+	// the virtual threads other than joiner waiting in Join or Wait.
 	done  chan struct{}
 	joinq *waiter
-	// labels are the virtual thread's profiler labels (labels.go),
-	// written and read only by the goroutine that runs it, or by Go
-	// before it is published.
+	// labels are the virtual thread's profiler labels (labels.go). Only
+	// the goroutine that runs it writes and reads them, or Go before it
+	// is published.
 	labels unsafe.Pointer
 	// track is vt's registry entry (registry.go), set before vt is
 	// published when its scheduler tracks threads.
 	track *tracked
 	// parkedAt is when vt last parked, and wokenAt when that park was
 	// woken, for the park profile (profiling.go). The carriers that run
-	// vt write and read them, and the waker that queues vt writes
-	// wokenAt before it does.
+	// vt write and read them. The waker that queues vt writes wokenAt
+	// before it queues vt.
 	parkedAt, wokenAt int64
 }
 
-// rareLocked returns vt's rare part, made if need be; called with joinMu
+// rareLocked returns vt's rare part, made if need be. Called with joinMu
 // held, or before vt is published.
 func (vt *VThread) rareLocked() *vthreadRare {
 	r := vt.rare.Load()
@@ -81,8 +81,8 @@ func (vt *VThread) rareLocked() *vthreadRare {
 	return r
 }
 
-// A virtual thread's states. vtQueued is the zero value: a new VThread
-// is queued as made, with no atomic store (startFrom).
+// A virtual thread's states. vtQueued is the zero value. So a new
+// VThread is queued as made, with no atomic store (startFrom).
 const (
 	vtQueued int32 = iota
 	vtRunning
@@ -125,7 +125,7 @@ func (vt *VThread) Scheduler() *Scheduler {
 }
 
 // String returns "vthread ID", followed by the name in parentheses if it
-// has one; "vthread <nil>" for a nil *VThread.
+// has one. For a nil *VThread it returns "vthread <nil>".
 func (vt *VThread) String() string {
 	if vt == nil {
 		return "vthread <nil>"
@@ -147,9 +147,9 @@ func Current() *VThread {
 
 // currentIn is Current given the innermost continuation mounted on the
 // calling goroutine (weft.Innermost), not nil. It inlines, as Innermost
-// does: a caller with both inline finds a virtual thread in its own code
-// with Innermost's call alone, where Current is a call more (unparkOn,
-// on the path of every wake-up by a virtual thread).
+// does. So a caller with both inline finds a virtual thread with
+// Innermost's call alone; Current would be a call more. unparkOn, on the
+// path of every wake-up by a virtual thread, relies on it.
 func currentIn(c *weft.Cont) (vt *VThread) {
 	if c.Scope() != vthreadScope {
 		return currentOuter()
@@ -168,10 +168,10 @@ func currentOuter() *VThread {
 	return nil
 }
 
-// currentTop returns the calling virtual thread, or nil, and whether the
-// code calling it runs directly in that virtual thread's continuation:
-// not in a continuation that its body mounted (a continuation.Pull, say),
-// whose yields a virtual thread run nested there could reach.
+// currentTop returns the calling virtual thread, or nil. It also reports
+// whether the caller runs directly in that virtual thread's
+// continuation, not in one its body mounted (a continuation.Pull, say).
+// A virtual thread run nested in such a one could reach its yields.
 func currentTop() (*VThread, bool) {
 	c := weft.Innermost()
 	if c == nil {
@@ -184,8 +184,8 @@ func currentTop() (*VThread, bool) {
 	return Current(), false
 }
 
-// nilVThread panics for a method called on a nil *VThread, with a message
-// that says where such a handle usually comes from.
+// nilVThread panics for a method called on a nil *VThread. Its message
+// says where such a handle usually comes from.
 func nilVThread(method string) {
 	panic("scheduler: VThread." + method + " on a nil *VThread (Current returns nil outside a virtual thread, and Go and GoNamed return nil with an error)")
 }

@@ -7,19 +7,20 @@ import (
 )
 
 // The synchronisation types (mutex.go, cond.go, waitgroup.go,
-// semaphore.go) and Chan keep their waiters in a
-// queue guarded by a short internal sync.Mutex, which is held only while
-// the queue and the type's state are changed, never while anyone waits: a
-// waiter is queued under the lock, the lock is released, and only then
-// does the waiter park (a virtual thread) or block (a plain goroutine). The
-// side that releases the waiter takes it off the queue under the lock and
-// wakes it, so a wake-up that comes before the park is not lost (the
-// virtual thread's permit, or the goroutine's buffered channel, keeps it).
+// semaphore.go) and Chan keep their waiters in a queue guarded by a
+// short internal sync.Mutex. It is held only while the queue and the
+// type's state change, never while anyone waits. A waiter is queued
+// under the lock, the lock is released, and only then does the waiter
+// park (a virtual thread) or block (a plain goroutine). The side that
+// releases the waiter takes it off the queue under the lock and wakes
+// it. A wake-up that comes before the park is not lost: the virtual
+// thread's permit, or the goroutine's buffered channel, keeps it.
 
-// A waiter is one party blocked until something happens: a virtual thread,
-// which parks, or a plain goroutine, which blocks on a channel. The
-// synchronisation types queue waiters; whoever makes the awaited thing
-// happen calls wake. A waiter wakes once: by wake, or by its timeout.
+// A waiter is one party blocked until something happens: a virtual
+// thread, which parks, or a plain goroutine, which blocks on a channel.
+// The synchronisation types queue waiters. Whoever makes the awaited
+// thing happen calls wake. A waiter wakes once: by wake, or by its
+// timeout.
 type waiter struct {
 	vt    *VThread
 	ch    chan struct{}
@@ -44,8 +45,8 @@ func newWaiter() *waiter {
 }
 
 // init makes w, a zero waiter, the calling virtual thread's or
-// goroutine's: for a waiter that lives inside what it waits on (a channel
-// operation's node), which saves an allocation.
+// goroutine's. It is for a waiter that lives inside what it waits on,
+// such as a channel operation's node, which saves an allocation.
 func (w *waiter) init() {
 	if vt := Current(); vt != nil {
 		w.vt = vt
@@ -63,12 +64,12 @@ func (w *waiter) wake() bool {
 	return true
 }
 
-// claimed wakes w, which its waker has just claimed (moved from waiting
-// to woken), for a Chan's node of select case index (-1: not a select's):
-// wake's signal, for the wake-up of a parked partner on the path of
+// claimed wakes w, which its waker has just moved from waiting to woken.
+// w is a Chan's node of select case index; -1 means not a select's. It
+// is wake's signal, for the wake-up of a parked partner on the path of
 // every Chan hand-off. A select's winning case is recorded before the
-// wake-up; the select reads it under the channel's lock, which its
-// waker holds.
+// wake-up. The select reads it under the channel's lock, which its waker
+// holds.
 func (w *waiter) claimed(index int) {
 	if index >= 0 {
 		w.index = index
@@ -80,9 +81,9 @@ func (w *waiter) claimed(index int) {
 	}
 }
 
-// signal wakes w, which its caller has just claimed (moved from waiting
-// to woken or timedOut): a virtual thread by unparkClaimed, whose wait
-// (wait, waitFor) ends on w's state, a goroutine by its channel.
+// signal wakes w, which its caller has just moved from waiting to woken
+// or timedOut. It wakes a virtual thread by unparkClaimed; its wait
+// (wait, waitFor) ends on w's state. It wakes a goroutine by its channel.
 func (w *waiter) signal() {
 	if w.vt != nil {
 		w.vt.unparkClaimed()
@@ -100,10 +101,11 @@ func (w *waiter) wait() {
 	<-w.ch
 }
 
-// waitFor blocks until w's wait ends, by a wake or once d has passed (by
-// the scheduler's clock for a virtual thread), and reports whether it was
-// woken. d < 0 waits for ever, for an end that something else may bring
-// (a context): it reports true, and the caller reads w's state.
+// waitFor blocks until w's wait ends, by a wake or once d has passed. It
+// reports whether it was woken. A virtual thread measures d by the
+// scheduler's clock. d < 0 waits for ever, for an end that something
+// else may bring, such as a context. It then reports true, and the
+// caller reads w's state.
 func (w *waiter) waitFor(d time.Duration) bool {
 	if d < 0 {
 		w.wait()
@@ -129,8 +131,8 @@ func (w *waiter) waitFor(d time.Duration) bool {
 	return w.state.Load() == woken
 }
 
-// expire ends w's wait the way its timeout does, unless w has been woken
-// first; it reports whether it did. Context cancellation uses it.
+// expire ends w's wait the way its timeout does, unless w has been
+// woken first. It reports whether it did. Context cancellation uses it.
 func expire(w *waiter) bool {
 	if w.state.CompareAndSwap(waiting, timedOut) {
 		w.signal()
@@ -139,9 +141,10 @@ func expire(w *waiter) bool {
 	return false
 }
 
-// await blocks until w is woken, ctx (if not nil) ends or d passes (d < 0:
-// no timeout), and reports whether w was woken. Whoever wakes w has
-// finished with it; a wait that ended otherwise may still find w queued.
+// await blocks until w is woken, ctx ends or d passes, and reports
+// whether w was woken. ctx may be nil; d < 0 means no timeout. Whoever
+// wakes w has finished with it. A wait that ended otherwise may still
+// find w queued.
 func await(w *waiter, ctx context.Context, d time.Duration) bool {
 	if w.vt != nil && d < 0 && (ctx == nil || ctx.Done() == nil) {
 		return w.parkUntilWoken()
@@ -201,7 +204,7 @@ func (l *waitList) popFront() *waiter {
 }
 
 // remove takes w out of the list, and reports whether it was there. It
-// walks the list: for the rare paths only.
+// walks the list, so it is for the rare paths only.
 func (l *waitList) remove(w *waiter) bool {
 	var prev *waiter
 	for x := l.head; x != nil; prev, x = x, x.next {
@@ -222,8 +225,8 @@ func (l *waitList) remove(w *waiter) bool {
 	return false
 }
 
-// takeAll empties the list and returns its waiters, still linked through
-// next; wakeChain wakes such a chain.
+// takeAll empties the list and returns its waiters, still linked
+// through next. wakeChain wakes such a chain.
 func (l *waitList) takeAll() *waiter {
 	w := l.head
 	l.head, l.tail = nil, nil
@@ -239,10 +242,10 @@ func wakeChain(w *waiter) {
 	}
 }
 
-// clockNow is the clock a waiter measures its wait with: the scheduler's
-// for a virtual thread (virtual in deterministic mode, so that behaviour
-// that depends on how long something waited stays reproducible), the wall
-// clock for a goroutine.
+// clockNow is the clock a waiter measures its wait with. A virtual
+// thread uses the scheduler's, virtual in deterministic mode. So
+// behaviour that depends on how long something waited stays
+// reproducible. A goroutine uses the wall clock.
 func clockNow(w *waiter) time.Time {
 	if w.vt != nil {
 		return w.vt.s.Now()
