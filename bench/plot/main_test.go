@@ -127,10 +127,16 @@ func TestRecordedResults(t *testing.T) {
 	if !slices.Equal(d.depths, []int{1, 10, 100, 1000}) {
 		t.Errorf("depths = %v", d.depths)
 	}
+	// Every impl at every depth has the recording's number of rounds,
+	// three or more: compare.sh runs each round whole.
+	rounds := len(d.samples[key{d.impls[0], d.depths[0]}])
+	if rounds < 3 {
+		t.Errorf("%d rounds, want 3 or more", rounds)
+	}
 	for _, impl := range d.impls {
 		for _, dep := range d.depths {
-			if n := len(d.samples[key{impl, dep}]); n != 6 {
-				t.Errorf("%s at depth %d: %d runs, want 6", impl, dep, n)
+			if n := len(d.samples[key{impl, dep}]); n != rounds {
+				t.Errorf("%s at depth %d: %d runs, want %d", impl, dep, n, rounds)
 			}
 		}
 	}
