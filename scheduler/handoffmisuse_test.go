@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,6 +39,9 @@ func handOffAndUnlockAgain(t *testing.T, lock, unlock func(), tryLock func() boo
 		busy.Store(true)
 		for busy.Load() {
 			// Spins on the only carrier: the woken waiter cannot run.
+			// A call that yields: a loop without one is never preempted under
+			// GODEBUG=gccheckmark=1, and a collection would wait for it for ever.
+			runtime.Gosched()
 		}
 		return nil
 	})

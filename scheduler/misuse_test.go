@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,6 +80,9 @@ func TestWaitGroupReusedBeforeWaitReturned(t *testing.T) {
 		hogging.Store(true)
 		for busy.Load() {
 			// Spins on the only carrier: the woken waiter cannot run.
+			// A call that yields: a loop without one is never preempted under
+			// GODEBUG=gccheckmark=1, and a collection would wait for it for ever.
+			runtime.Gosched()
 		}
 		return nil
 	})

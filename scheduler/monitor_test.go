@@ -33,6 +33,9 @@ func TestOwedWakeIsPaidWhileTheQueuerRuns(t *testing.T) {
 				if time.Since(begin) > 2*time.Second {
 					break
 				}
+				// A call that yields: a loop without one is never preempted under
+				// GODEBUG=gccheckmark=1, and a collection would wait for it for ever.
+				runtime.Gosched()
 			}
 			waited = time.Since(begin)
 			return nil
@@ -102,6 +105,9 @@ func TestMonitorParksAndWakes(t *testing.T) {
 			return err
 		}
 		for begin := time.Now(); !started.Load() && time.Since(begin) < 2*time.Second; {
+			// A call that yields: a loop without one is never preempted under
+			// GODEBUG=gccheckmark=1, and a collection would wait for it for ever.
+			runtime.Gosched()
 		}
 		return nil
 	})
