@@ -3,19 +3,16 @@
 package weft
 
 import (
-	"bytes"
 	"go/ast"
-	"go/parser"
-	"go/printer"
 	"go/token"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/rt"
+	"github.com/weftrt/weft/internal/srcfunc"
 )
 
 // thawPop copies a record's frames eight words at a time, then four, two
@@ -219,43 +216,26 @@ func yieldLocals12(c *stackState, seed uintptr, heap *capNode) bool {
 // semicolons, for comparison.
 func sourceCode(t *testing.T, fset *token.FileSet, nodes ...ast.Node) string {
 	t.Helper()
-	var b bytes.Buffer
-	for _, n := range nodes {
-		if err := printer.Fprint(&b, fset, n); err != nil {
-			t.Fatal(err)
-		}
-		b.WriteByte('\n')
+	c, err := srcfunc.Code(fset, nodes...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return strings.NewReplacer(";", "", " ", "", "\t", "", "\n", "").Replace(b.String())
+	return c
 }
 
 // sourceFunc returns the function or method (as "Type.Method") named name
 // in the package file file.
 func sourceFunc(t *testing.T, fset *token.FileSet, file, name string) *ast.FuncDecl {
 	t.Helper()
-	f, err := parser.ParseFile(fset, file, nil, 0)
+	funcs, err := srcfunc.Funcs(fset, file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range f.Decls {
-		fd, ok := d.(*ast.FuncDecl)
-		if !ok {
-			continue
-		}
-		key := fd.Name.Name
-		if fd.Recv != nil {
-			typ := fd.Recv.List[0].Type
-			if s, ok := typ.(*ast.StarExpr); ok {
-				typ = s.X
-			}
-			key = typ.(*ast.Ident).Name + "." + key
-		}
-		if key == name {
-			return fd
-		}
+	fd := funcs[name]
+	if fd == nil {
+		t.Fatalf("%s: no func %s", file, name)
 	}
-	t.Fatalf("%s: no func %s", file, name)
-	return nil
+	return fd
 }
 
 // TestMountPassMatchesRun checks that stackState.run, which the tests and the

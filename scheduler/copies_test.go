@@ -1,13 +1,12 @@
 package scheduler
 
 import (
-	"bytes"
 	"go/ast"
-	"go/parser"
-	"go/printer"
 	"go/token"
 	"strings"
 	"testing"
+
+	"github.com/weftrt/weft/internal/srcfunc"
 )
 
 // The park and hand-off paths keep copies of a few functions, so that no
@@ -20,32 +19,9 @@ import (
 func sourceFuncs(t *testing.T) (map[string]*ast.FuncDecl, *token.FileSet) {
 	t.Helper()
 	fset := token.NewFileSet()
-	funcs := make(map[string]*ast.FuncDecl)
-	for _, name := range []string{"park.go", "chan.go", "waiter.go"} {
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok {
-				continue
-			}
-			key := fd.Name.Name
-			if fd.Recv != nil {
-				typ := fd.Recv.List[0].Type
-				if s, ok := typ.(*ast.StarExpr); ok {
-					typ = s.X
-				}
-				switch x := typ.(type) {
-				case *ast.Ident:
-					key = x.Name + "." + key
-				case *ast.IndexExpr:
-					key = x.X.(*ast.Ident).Name + "." + key
-				}
-			}
-			funcs[key] = fd
-		}
+	funcs, err := srcfunc.Funcs(fset, "park.go", "chan.go", "waiter.go")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return funcs, fset
 }
@@ -54,15 +30,11 @@ func sourceFuncs(t *testing.T) (map[string]*ast.FuncDecl, *token.FileSet) {
 // for comparison.
 func code(t *testing.T, fset *token.FileSet, nodes ...ast.Node) string {
 	t.Helper()
-	var b bytes.Buffer
-	for _, n := range nodes {
-		if err := printer.Fprint(&b, fset, n); err != nil {
-			t.Fatal(err)
-		}
-		b.WriteByte('\n')
+	c, err := srcfunc.Code(fset, nodes...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Statements end in a newline or a semicolon: drop both.
-	return strings.NewReplacer(";", "", " ", "", "\t", "", "\n", "").Replace(b.String())
+	return c
 }
 
 func stmts(t *testing.T, fset *token.FileSet, list []ast.Stmt) string {
