@@ -256,8 +256,8 @@ func testYieldLeavesOutItsFrame(t *testing.T, rare bool) {
 }
 
 // A yield to an enclosing scope whose continuation cannot be frozen (a
-// reflect call between it and the inner one) thaws the inner continuation
-// again, and yieldReturn makes Yield return the pinning error, running the
+// reflect.MakeFunc stub between it and the inner one) thaws the inner
+// continuation again, and yieldReturn makes Yield return the pinning error, running the
 // enclosing continuation's handler there: above the thawed frames, with
 // the collector and stack growth in the handler, and a panic from it
 // recovered by the caller of Yield.
@@ -282,11 +282,11 @@ func TestStackCopyYieldReturnPinned(t *testing.T) {
 			val = x + h.v
 		})
 		outer := NewCont(outerS, func() {
-			reflect.ValueOf(func() {
+			callMakeFunc(func() {
 				for !inner.IsDone() {
 					inner.Run(nil)
 				}
-			}).Call(nil)
+			})
 		})
 		outer.SetPinnedHandler(func(c *Cont, e *pinning.Error) {
 			handled++

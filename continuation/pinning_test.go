@@ -257,13 +257,14 @@ func (p pinStringer) String() string {
 	return "stringer"
 }
 
-// TestPinReflectFrame: a yield from a function called by reflect.Value.Call,
-// or from the implementation of a reflect.MakeFunc function, pins with
-// ReflectFrame.
+// TestPinReflectFrame: a yield from the implementation of a reflect.MakeFunc
+// function, or from a method called through a method value made by
+// reflect (Value.Method(i).Interface()), pins with ReflectFrame. A yield
+// from a function called by reflect.Value.Call suspends (reflect_test.go
+// covers it fully).
 func TestPinReflectFrame(t *testing.T) {
 	t.Run("Call", func(t *testing.T) {
 		pinCheck(t, pinScenario{
-			reason: pinning.ReflectFrame,
 			provoke: func(yield func()) int {
 				n := 1
 				reflect.ValueOf(func() {
@@ -291,6 +292,37 @@ func TestPinReflectFrame(t *testing.T) {
 			want: 111,
 		})
 	})
+	t.Run("MethodValue", func(t *testing.T) {
+		pinCheck(t, pinScenario{
+			reason: pinning.ReflectFrame,
+			provoke: func(yield func()) int {
+				n := 1
+				m := reflect.ValueOf(pinMethoder{func() {
+					n += 10
+					yield()
+					n += 100
+				}}).Method(0).Interface().(func())
+				m()
+				return n
+			},
+			want: 111,
+		})
+	})
+}
+
+// pinMethoder's one method calls f.
+type pinMethoder struct{ f func() }
+
+func (m pinMethoder) Run() { m.f() }
+
+// pinMakeFunc calls f from a function made by reflect.MakeFunc.
+func pinMakeFunc(f func()) {
+	var g func()
+	reflect.ValueOf(&g).Elem().Set(reflect.MakeFunc(reflect.TypeOf(g), func([]reflect.Value) []reflect.Value {
+		f()
+		return nil
+	}))
+	g()
 }
 
 // TestPinAssemblyFrame: a yield from a Go function called back by assembly
@@ -513,7 +545,7 @@ func TestPinNested(t *testing.T) {
 		pinNested(t, pinning.CriticalSection, true, pinning.Do)
 	})
 	t.Run("ReflectFrame", func(t *testing.T) {
-		pinNested(t, pinning.ReflectFrame, false, func(run func()) { reflect.ValueOf(run).Call(nil) })
+		pinNested(t, pinning.ReflectFrame, false, pinMakeFunc)
 	})
 	t.Run("DeferRecord", func(t *testing.T) {
 		pinNested(t, pinning.DeferRecord, false, pinDeferLoopAround)

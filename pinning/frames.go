@@ -18,9 +18,20 @@ import (
 //   - pinning.Do: CriticalSection.
 //   - The Go side of a cgo call or callback (runtime.cgocall,
 //     runtime.cgocallback and friends), or a pc outside Go code: NativeFrame.
-//   - reflect call machinery (reflect.Value.Call, reflect.MakeFunc's
-//     stubs, runtime.reflectcall and its call trampolines), whose argument
-//     frames are built at run time: ReflectFrame.
+//   - reflect.MakeFunc's and method values' stubs (reflect.makeFuncStub,
+//     reflect.methodValueCall, and reflect.callReflect and
+//     reflect.callMethod, which point into their frames): ReflectFrame.
+//     A stub's argument map and stack object are known only at run time,
+//     from the closure it saves in its frame and a flag its callee sets.
+//     A frame descriptor depends only on the PC, so it cannot describe
+//     them.
+//   - The frames of reflect.Value.Call, CallSlice and Method(i).Call do
+//     not pin: reflect.Value.call, the ABI wrapper runtime.reflectcall and
+//     the trampolines runtime.call16 … runtime.call1073741824. Each has a
+//     fixed size and stack maps at its one call: a trampoline's locals hold
+//     only its callee's arguments, which the callee's argument map
+//     describes, and its own arguments have the map of its Go declaration.
+//     A trampoline that wrote SP would pin as AssemblyFrame.
 //   - Other assembly, and functions that write SP: AssemblyFrame.
 //   - Other runtime functions (runtime.*, internal/runtime/*): RuntimeFrame.
 //     So are two functions of the standard library that put the calling
@@ -63,8 +74,10 @@ func funcReason(name string, flag uint8, args int32) (Reason, bool) {
 		return CriticalSection, true
 	case strings.HasPrefix(name, "runtime.cgocall") || name == "runtime.asmcgocall" || strings.HasPrefix(name, "runtime.cgocallback"):
 		return NativeFrame, true
-	case args == argsSizeUnknown || isReflectCall(name):
+	case args == argsSizeUnknown || isReflectStub(name):
 		return ReflectFrame, true
+	case isReflectCall(name) && flag&rt.FlagSPWrite == 0:
+		return 0, false
 	case flag&(rt.FlagAsm|rt.FlagSPWrite) != 0:
 		return AssemblyFrame, true
 	case strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/") ||
@@ -74,12 +87,25 @@ func funcReason(name string, flag uint8, args int32) (Reason, bool) {
 	return 0, false
 }
 
-// isReflectCall reports whether name is part of reflect's call machinery.
+// isReflectStub reports whether name is one of reflect's MakeFunc and
+// method-value stubs, or a function they call with pointers into their
+// frames.
+func isReflectStub(name string) bool {
+	switch name {
+	case "reflect.callReflect", "reflect.callMethod",
+		"reflect.makeFuncStub", "reflect.methodValueCall":
+		return true
+	}
+	return false
+}
+
+// isReflectCall reports whether name is one of the frames reflect.Value.Call
+// puts between its caller and the function it calls. runtime.reflectcall
+// is the compiler's ABI wrapper: the assembly function of that name jumps
+// to a trampoline and has no frame.
 func isReflectCall(name string) bool {
 	switch name {
 	case "reflect.Value.Call", "reflect.Value.CallSlice", "reflect.Value.call",
-		"reflect.callReflect", "reflect.callMethod",
-		"reflect.makeFuncStub", "reflect.methodValueCall",
 		"runtime.reflectcall":
 		return true
 	}

@@ -74,22 +74,58 @@ func TestFrameReasonStdlibCallback(t *testing.T) {
 	}
 }
 
-func TestFrameReasonReflect(t *testing.T) {
+// The frames reflect.Value.Call puts between its caller and the function
+// it calls pin nothing: Value.call, the ABI wrapper runtime.reflectcall and
+// a trampoline runtime.callN are all walked, and all movable. So are those
+// of CallSlice and of a method called through Method(i).Call.
+func TestFrameReasonReflectCall(t *testing.T) {
 	requireSupported(t)
-	var got map[pinning.Reason][]string
-	reflect.ValueOf(func() { got, _ = region(thisPkg + "TestFrameReasonReflect") }).Call(nil)
-	if len(got[pinning.ReflectFrame]) == 0 || len(got) != 1 {
-		t.Fatalf("a reflect.Value.Call frame must pin as ReflectFrame (and nothing else may): %v", got)
+	check := func(name string, call func(f func())) {
+		t.Helper()
+		var got map[pinning.Reason][]string
+		var frames []string
+		call(func() { got, frames = region(thisPkg + "TestFrameReasonReflectCall") })
+		if len(got) != 0 {
+			t.Errorf("%s: frames pinned: %v", name, got)
+		}
+		all := strings.Join(frames, " ")
+		for _, want := range []string{"reflect.Value.call", "runtime.reflectcall", "runtime.call"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("%s: no %s frame among %v", name, want, frames)
+			}
+		}
 	}
-	// reflect.MakeFunc's stub has an argument size known only at run time.
+	check("Call", func(f func()) { reflect.ValueOf(f).Call(nil) })
+	check("CallSlice", func(f func()) {
+		reflect.ValueOf(func(...int) { f() }).CallSlice([]reflect.Value{reflect.ValueOf([]int{1})})
+	})
+	check("Method", func(f func()) { reflect.ValueOf(frameMethoder{f}).Method(0).Call(nil) })
+}
+
+type frameMethoder struct{ f func() }
+
+func (m frameMethoder) Run() { m.f() }
+
+// reflect.MakeFunc's stub, and a method value's, have an argument size
+// known only at run time: they pin with ReflectFrame.
+func TestFrameReasonReflectStub(t *testing.T) {
+	requireSupported(t)
 	var mf map[pinning.Reason][]string
 	fn := reflect.MakeFunc(reflect.TypeOf(func() {}), func([]reflect.Value) []reflect.Value {
-		mf, _ = region(thisPkg + "TestFrameReasonReflect")
+		mf, _ = region(thisPkg + "TestFrameReasonReflectStub")
 		return nil
 	}).Interface().(func())
 	fn()
 	if !strings.Contains(strings.Join(mf[pinning.ReflectFrame], " "), "reflect.makeFuncStub") {
 		t.Fatalf("reflect.makeFuncStub is not a ReflectFrame: %v", mf)
+	}
+	var mv map[pinning.Reason][]string
+	m := reflect.ValueOf(frameMethoder{func() {
+		mv, _ = region(thisPkg + "TestFrameReasonReflectStub")
+	}}).Method(0).Interface().(func())
+	m()
+	if !strings.Contains(strings.Join(mv[pinning.ReflectFrame], " "), "reflect.methodValueCall") {
+		t.Fatalf("reflect.methodValueCall is not a ReflectFrame: %v", mv)
 	}
 }
 

@@ -3,8 +3,8 @@
 //
 // As in Project Loom, pinning is a property of the frames between a yield
 // point and the continuation's entry: a frame that cannot be moved (a cgo
-// or runtime frame, assembly without stack maps, a reflect call, a frame
-// that defer or panic records point into) pins the continuation, and
+// or runtime frame, assembly without stack maps, a reflect.MakeFunc or
+// method-value stub, a frame that defer or panic records point into) pins the continuation, and
 // so does a critical section entered with Do. A pinned Yield calls the
 // continuation's onPinned handler (continuation.WithOnPinned) and, if the
 // handler returns, returns false: the continuation keeps running where it
@@ -43,8 +43,10 @@ const (
 	// AssemblyFrame: a frame without stack maps (hand-written assembly)
 	// lies in the region, so its pointers cannot be found.
 	AssemblyFrame
-	// ReflectFrame: a reflect.Value.Call or reflect.MakeFunc frame lies in
-	// the region; their argument frames are built at run time.
+	// ReflectFrame: the stub of a reflect.MakeFunc function or of a method
+	// value (reflect.Value.Method(i).Interface()) lies in the region. Its
+	// argument map is known only at run time. A yield under
+	// reflect.Value.Call, CallSlice or Method(i).Call does not pin.
 	ReflectFrame
 	// DeferRecord: a defer record points into the region: a frame there
 	// has a defer the compiler did not open-code, whose record, on the
