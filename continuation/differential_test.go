@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -105,6 +106,9 @@ type diffNode struct {
 	// that no enclosing call need recover: it may escape the goroutine).
 	exiting bool
 
+	// call: runs through reflect.Value.Call (diffMarkReflect).
+	viaReflect bool
+
 	// nest: the depth whose scope the nested continuation reuses, or -1
 	// for a fresh scope; whether its Run may be called on another
 	// goroutine (then no yield below names a scope outside it).
@@ -144,6 +148,9 @@ func (p *diffProgram) String() string {
 				b.WriteString(" while exiting")
 			}
 		case diffOpCall:
+			if n.viaReflect {
+				b.WriteString(" via-reflect")
+			}
 			if n.deferTrace {
 				b.WriteString(" defer")
 			}
@@ -219,6 +226,9 @@ type diffStats struct {
 	// continuation's body (the portable backend raises it again on Run's
 	// caller during a Goexit of its own: raiseDuringGoexit).
 	gxPanicLeft int
+	// Call nodes run through reflect.Value.Call, and yields under them
+	// (continuation runs).
+	reflectCalls, reflectYields int
 }
 
 type diffGen struct {
@@ -275,7 +285,25 @@ func diffGenerate(seed uint64, stats *diffStats) *diffProgram {
 		ctx.frames, ctx.canPanic = 1, root.recovers
 		root.kids = append(root.kids, g.goexit(ctx))
 	}
+	diffMarkReflect(root, seed, stats)
 	return &diffProgram{seed: seed, root: root, nodes: g.nextID, gx: g.gx}
+}
+
+// diffMarkReflect marks one call node in five, chosen by a hash of the
+// seed and the node, to run through reflect.Value.Call. The hash leaves
+// g.r's draws, and so the programs' shapes, as they are without it.
+func diffMarkReflect(n *diffNode, seed uint64, stats *diffStats) {
+	if n == nil {
+		return
+	}
+	if n.op == diffOpCall && diffMix(seed^0x7ef1ec7, uint64(n.id))%5 == 0 {
+		n.viaReflect = true
+		stats.reflectCalls++
+	}
+	for _, k := range n.kids {
+		diffMarkReflect(k, seed, stats)
+	}
+	diffMarkReflect(n.deferNest, seed, stats)
 }
 
 func (g *diffGen) newNode(o diffOp) *diffNode {
@@ -567,6 +595,9 @@ type diffInterp struct {
 	// A deferred call ran under weft's frozenGoexit, or frozenGoexitPanic
 	// (probeGoexit).
 	sawGoexit, sawGoexitPanic bool
+	// reflectCalls is the number of reflectCallFrame frames on the stack;
+	// reflectYields counts the yields made with one or more.
+	reflectCalls, reflectYields int
 	// A panic raised during a Goexit that began in a continuation's body
 	// left the body (plain run only: plainBody).
 	goexitPanicLeft bool
@@ -664,6 +695,9 @@ func (in *diffInterp) seq(kids []*diffNode, e *diffEnv, acc uint64, p *uint64) u
 func (in *diffInterp) exec(n *diffNode, e *diffEnv, acc uint64, p *uint64) uint64 {
 	switch n.op {
 	case diffOpCall:
+		if n.viaReflect {
+			return in.reflectCallFrame(n, e, acc)
+		}
 		return in.callFrame(n, e, acc)
 	case diffOpYield:
 		in.yield(n, e)
@@ -708,6 +742,18 @@ func (in *diffInterp) exec(n *diffNode, e *diffEnv, acc uint64, p *uint64) uint6
 		return r
 	}
 	panic("unknown op")
+}
+
+// reflectCallFrame runs callFrame through reflect.Value.Call: reflect's
+// frames (reflect.Value.call, runtime.reflectcall, a runtime.callN
+// trampoline) lie between the call frame and its caller.
+//
+//go:noinline
+func (in *diffInterp) reflectCallFrame(n *diffNode, e *diffEnv, arg uint64) uint64 {
+	in.reflectCalls++
+	defer func() { in.reflectCalls-- }() // a panic or Goexit may leave the call
+	out := reflect.ValueOf((*diffInterp).callFrame).Call([]reflect.Value{reflect.ValueOf(in), reflect.ValueOf(n), reflect.ValueOf(e), reflect.ValueOf(arg)})
+	return out[0].Uint()
 }
 
 // callFrame runs a call node in a frame of its own, with locals of many
@@ -899,6 +945,9 @@ func (in *diffInterp) yield(n *diffNode, e *diffEnv) {
 		in.fail("yield#%d: Current(scope of depth %d) is not the continuation of depth %d", n.id, n.target, n.eff)
 	}
 	in.yieldFrames = in.frames
+	if in.reflectCalls > 0 {
+		in.reflectYields++
+	}
 	if !continuation.Yield(s) {
 		in.fail("yield#%d: Yield returned false", n.id)
 	}
@@ -1080,6 +1129,7 @@ type diffRun struct {
 	unwinds int      // Stats().Unwinds of the continuations driven
 
 	sawGoexit, sawGoexitPanic, goexitPanicLeft bool // diffInterp's
+	reflectYields                              int  // diffInterp's
 }
 
 // diffRunProgram runs p in the given mode on a goroutine of its own, so that
@@ -1137,6 +1187,7 @@ func diffRunProgram(p *diffProgram, mode diffMode) *diffRun {
 	}
 	run.trace, run.errs = in.trace, in.errs
 	run.sawGoexit, run.sawGoexitPanic = in.sawGoexit, in.sawGoexitPanic
+	run.reflectYields = in.reflectYields
 	run.goexitPanicLeft = in.goexitPanicLeft
 	return run
 }
@@ -1167,6 +1218,7 @@ func diffCheckSeed(seed uint64, stats *diffStats) string {
 	}
 	got := diffRunProgram(p, diffCont)
 	stats.unwinds += got.unwinds
+	stats.reflectYields += got.reflectYields
 	if got.sawGoexit {
 		stats.gxFrozen++
 	}
@@ -1240,6 +1292,8 @@ func TestDifferential(t *testing.T) {
 			"rethrows": stats.rethrows, "deep recursions": stats.deep, "loops": stats.loops,
 			"defers": stats.defers, "yields in deferred calls": stats.deferYields,
 			"strings.Map callbacks": stats.maps,
+			"calls through reflect": stats.reflectCalls,
+			"yields under reflect":  stats.reflectYields,
 			"programs with Goexit":  stats.gxPrograms, "goexit nodes": stats.goexits,
 			"Goexits in deferred calls":                       stats.deferGoexits,
 			"deferred calls that panic during a Goexit":       stats.deferPanics,
