@@ -9,9 +9,9 @@
 // permit means no lost wake-ups. Sleep, Yield and the synchronisation
 // types park the calling virtual thread and free its carrier for others.
 // A virtual thread with a pinned stack cannot be suspended: a cgo
-// callback, a reflect call, pinning.Do. It blocks its carrier instead,
-// and the scheduler starts an extra carrier for a while. Pins reports
-// why and where.
+// callback, a reflect.MakeFunc function, pinning.Do. It blocks its
+// carrier instead, and the scheduler starts an extra carrier for a while.
+// Pins reports why and where.
 //
 // Join returns a virtual thread's panic as a *PanicError. Panics never
 // reach a carrier, unless Options.OnPanic panics in turn. The

@@ -26,8 +26,9 @@ import (
 // Sleep and SleepContext keep it for the next Park.
 //
 // A virtual thread with a pinned stack cannot be suspended: a cgo
-// callback, pinning.Do, a reflect call. Park then blocks its carrier
-// instead, and the scheduler may start an extra carrier meanwhile.
+// callback, pinning.Do, a reflect.MakeFunc function. Park then blocks
+// its carrier instead, and the scheduler may start an extra carrier
+// meanwhile.
 func Park() {
 	var vt *VThread // Current, with currentIn inline
 	if k := weft.Innermost(); k != nil {

@@ -84,8 +84,8 @@ type Options struct {
 	// carrier. A virtual thread that parks while pinned (Pins counts it)
 	// blocks the only carrier until it is unparked from outside. In a
 	// simulation that is never. So a deterministic program must not block
-	// inside pinning.Do, a cgo callback or a reflect call, or with its
-	// thread locked. No monitor runs, so no held carrier is noticed
+	// inside pinning.Do, a cgo callback or a reflect.MakeFunc function,
+	// or with its thread locked. No monitor runs, so no held carrier is noticed
 	// (Held). A virtual thread that blocks in time.Sleep, a Go channel or
 	// a system call blocks the simulation. Blocking just calls its
 	// function. Deterministic overrides Carriers and MaxCompensation: one
