@@ -459,3 +459,27 @@ func TestReflectTemplateYields(t *testing.T) {
 		})
 	})
 }
+
+// TestReflectCallStackTrace: a continuation suspended under
+// reflect.Value.Call shows reflect's frames in StackTrace as a goroutine's
+// traceback does: reflect.Value.Call and reflect.Value.call, without the
+// wrapper runtime.reflectcall and the trampoline runtime.callN.
+func TestReflectCallStackTrace(t *testing.T) {
+	s := scope.New(t.Name())
+	c := continuation.New(s, func() {
+		reflect.ValueOf(func() { continuation.Yield(s) }).Call(nil)
+	})
+	c.Run()
+	var names []string
+	for _, f := range c.StackTrace() {
+		names = append(names, f.Function)
+	}
+	c.Run()
+	all := strings.Join(names, " ")
+	if !strings.Contains(all, "reflect.Value.call reflect.Value.Call") || strings.Contains(all, "runtime.") {
+		t.Errorf("StackTrace: %v", names)
+	}
+	if !c.IsDone() {
+		t.Errorf("the continuation did not finish")
+	}
+}
