@@ -26,6 +26,11 @@
 //     and ns/elem is ns/op divided by 1,000.
 //   - BenchmarkCoroutineResume: one Resume of a continuation.Coroutine,
 //     against the same typed coroutine written by hand on iter.Pull.
+//   - BenchmarkReflectRoundTrip: a round trip whose body calls a function
+//     that yields once, directly (call=direct) or through
+//     reflect.Value.Call (call=reflect), for a weft continuation and an
+//     iter.Pull iterator: the cost of freezing and thawing reflect's
+//     frames.
 //   - BenchmarkSkynet: the skynet tree, a million leaves and 1,111,111
 //     units spawned, joined and summed, as virtual threads of a
 //     scheduler (impl=vthread) and as the classic goroutines with
