@@ -26,7 +26,8 @@ import (
 // stay live across yields (integers, strings, slices, maps, interfaces,
 // closures, pointers to stack locals), deferred calls (some of which
 // yield), panics recovered by an ancestor, deep recursion, callbacks from
-// the standard library and nested continuations. An interpreter runs
+// the standard library, calls through reflect.Value.Call and nested
+// continuations. An interpreter runs
 // the program with real Go recursion, once plainly and once inside
 // continuations driven to completion, resumed at random on other
 // goroutines, and the two runs must produce the same trace of events and
