@@ -6,6 +6,9 @@ import (
 	"runtime/pprof"
 	"testing"
 	"time"
+
+	"github.com/weftrt/weft/continuation"
+	"github.com/weftrt/weft/scope"
 )
 
 // The benchmarks, in the order they run and are reported. The peers they
@@ -142,5 +145,82 @@ func BenchmarkCoroutineResume(b *testing.B) {
 				b.Fatal("coroutine did not finish")
 			}
 		})
+	}
+}
+
+// BenchmarkShortPull measures a short-lived pull iterator: one op creates
+// it over count(take), takes take values (1 or 10) and stops it.
+func BenchmarkShortPull(b *testing.B) {
+	for _, take := range []int{1, 10} {
+		for _, p := range pulls {
+			b.Run(fmt.Sprintf("impl=%s/take=%d", p.name, take), func(b *testing.B) {
+				b.ReportAllocs()
+				want := take * (take - 1) / 2
+				for range b.N {
+					if got := pullTake(p.pull, take, take); got != want {
+						b.Fatalf("sum = %d, want %d", got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkTreeWalk sums the values of a balanced treeSize-node tree
+// through a pull iterator over its recursive in-order sequence: one op is
+// a whole walk. Between two values the sequence returns from some frames
+// and calls new ones.
+func BenchmarkTreeWalk(b *testing.B) {
+	t := balanced(0, treeSize)
+	seq := t.all()
+	const want = treeSize * (treeSize - 1) / 2
+	for _, p := range pulls {
+		b.Run("impl="+p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if got := sumPull(p.pull, seq); got != want {
+					b.Fatalf("sum = %d, want %d", got, want)
+				}
+			}
+		})
+	}
+	b.Run("impl=range", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if got := sumRange(seq); got != want {
+				b.Fatalf("sum = %d, want %d", got, want)
+			}
+		}
+	})
+}
+
+// BenchmarkNewRunRun measures a continuation's whole life: New, a Run to
+// its one yield, and a Run to its end.
+func BenchmarkNewRunRun(b *testing.B) {
+	s := scope.New("bench")
+	body := func() { continuation.Yield(s) }
+	b.ReportAllocs()
+	for range b.N {
+		newRunRun(s, body)
+	}
+}
+
+// BenchmarkUnwind measures one iteration of a body that recurses depth
+// fresh frames, suspends at the bottom, and returns through them all
+// when resumed: ns/op is that iteration, its resume included.
+func BenchmarkUnwind(b *testing.B) {
+	for _, u := range unwinders {
+		for _, d := range []int{10, 50, 200} {
+			b.Run(fmt.Sprintf("impl=%s/depth=%d", u.name, d), func(b *testing.B) {
+				b.ReportAllocs()
+				w := u.new(d)
+				b.ResetTimer()
+				w.run(b.N)
+				b.StopTimer()
+				if got := w.close(); got != b.N+1 {
+					b.Fatalf("body suspended %d times, want %d", got, b.N+1)
+				}
+			})
+		}
 	}
 }
