@@ -96,14 +96,23 @@ func New(s *scope.Scope, body func(), opts ...Option) *Continuation {
 	if body == nil {
 		panic("continuation.New: nil body")
 	}
-	c := &Continuation{c: weft.NewCont(s, body)}
-	c.c.SetPinnedHandler(pinnedHandler)
+	c := new(Continuation)
+	c.init(s, body)
 	for _, o := range opts {
 		o(c)
 	}
+	return c
+}
+
+// init makes c, which may lie inside a larger object (a generator's
+// handle), a continuation that runs body delimited by s. The object
+// holding c must not be reachable from body: a suspended continuation is
+// reclaimed when that object becomes unreachable.
+func (c *Continuation) init(s *scope.Scope, body func()) {
+	c.c = weft.NewCont(s, body)
+	c.c.SetPinnedHandler(pinnedHandler)
 	// When a suspended continuation becomes unreachable, end its body.
 	runtime.AddCleanup(c, (*weft.Cont).Abandon, c.c)
-	return c
 }
 
 // Run mounts the continuation on the calling goroutine and runs it until

@@ -35,24 +35,25 @@ import (
 // that cannot be frozen) panics with a *pinning.Error, which
 // propagates out of next like any panic in seq.
 func Pull[V any](seq iter.Seq[V]) (next func() (V, bool), stop func()) {
-	next2, stop := pull2(func(yield func(struct{}, V) bool) {
-		seq(func(v V) bool { return yield(struct{}{}, v) })
-	}, "continuation.Pull")
+	p := &puller[struct{}, V]{s: scope.New("continuation.Pull")}
+	h := newPullHandle(p, "continuation.Pull", func() { seq(p.yield1) })
 	return func() (V, bool) {
-		_, v, ok := next2()
+		_, v, ok := h.next()
 		return v, ok
-	}, stop
+	}, h.stop
 }
 
 // Pull2 converts the push-style iterator seq into a pull-style iterator
 // accessed by next and stop, with exactly the contract of iter.Pull2; see
 // Pull.
 func Pull2[K, V any](seq iter.Seq2[K, V]) (next func() (K, V, bool), stop func()) {
-	return pull2(seq, "continuation.Pull2")
+	p := &puller[K, V]{s: scope.New("continuation.Pull2")}
+	h := newPullHandle(p, "continuation.Pull2", func() { seq(p.yield2) })
+	return h.next, h.stop
 }
 
 // puller is the state a Pull shares between its body and its next and stop
-// functions. The body must not refer to the Continuation, so that dropping
+// functions. The body must not refer to the pullHandle, so that dropping
 // next and stop makes the Continuation unreachable.
 type puller[K, V any] struct {
 	s *scope.Scope
@@ -67,6 +68,24 @@ type puller[K, V any] struct {
 	// until after it has taken the one back: a concurrent or re-entrant
 	// call panics instead of exchanging values with the running one.
 	busy atomic.Bool
+}
+
+// yield2 is the yield function seq gets: it hands k and v to the pending
+// next and suspends until the next call of next or stop.
+func (p *puller[K, V]) yield2(k K, v V) bool {
+	if p.stopped.Load() {
+		return false
+	}
+	mustBeIn(p.s)
+	p.k, p.v = k, v
+	Yield(p.s)
+	return !p.stopped.Load()
+}
+
+// yield1 is yield2 for a Pull, whose sequence yields values without keys.
+func (p *puller[K, V]) yield1(v V) bool {
+	var k K
+	return p.yield2(k, v)
 }
 
 // claim takes p.busy for a call of next or stop, or panics with an error
@@ -99,52 +118,60 @@ func mustBeInOuter(s *scope.Scope) {
 	}
 }
 
-func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), func()) {
-	p := &puller[K, V]{s: scope.New(name)}
-	c := New(p.s, func() {
-		seq(func(k K, v V) bool {
-			if p.stopped.Load() {
-				return false
-			}
-			mustBeIn(p.s)
-			p.k, p.v = k, v
-			Yield(p.s)
-			return !p.stopped.Load()
-		})
-	})
-	// next and stop release busy without a defer: if seq panics or calls
-	// runtime.Goexit through them, the continuation is done, and every
-	// later call sees that before it claims busy.
-	next := func() (k K, v V, ok bool) {
-		if p.stopped.Load() || c.IsDone() {
-			return k, v, false
-		}
-		p.claim(name, "next")
-		p.started.Store(true)
-		c.Run()
-		if c.IsDone() {
-			p.busy.Store(false)
-			return k, v, false
-		}
-		k, v = p.k, p.v
-		var k0 K
-		var v0 V
-		p.k, p.v = k0, v0 // do not keep the value alive
-		p.busy.Store(false)
-		return k, v, true
+// pullHandle is what a Pull's next and stop refer to: its continuation,
+// in the same allocation, and the state shared with the body. Only next
+// and stop refer to it, so dropping both reclaims the continuation.
+type pullHandle[K, V any] struct {
+	c    Continuation
+	p    *puller[K, V]
+	name string
+}
+
+// newPullHandle returns the handle of a Pull named name whose body runs
+// the sequence yielding to p.
+func newPullHandle[K, V any](p *puller[K, V], name string, body func()) *pullHandle[K, V] {
+	h := &pullHandle[K, V]{p: p, name: name}
+	h.c.init(p.s, body)
+	return h
+}
+
+// next and stop release busy without a defer: if seq panics or calls
+// runtime.Goexit through them, the continuation is done, and every later
+// call sees that before it claims busy.
+
+// next is a Pull's next.
+func (h *pullHandle[K, V]) next() (k K, v V, ok bool) {
+	p, c := h.p, &h.c
+	if p.stopped.Load() || c.IsDone() {
+		return k, v, false
 	}
-	stop := func() {
-		if p.stopped.Load() || c.IsDone() {
-			p.stopped.Store(true)
-			return
-		}
-		p.claim(name, "stop")
-		if !p.stopped.Swap(true) && p.started.Load() {
-			c.Run() // yield returns false; seq runs to its end
-		}
+	p.claim(h.name, "next")
+	p.started.Store(true)
+	c.Run()
+	if c.IsDone() {
 		p.busy.Store(false)
+		return k, v, false
 	}
-	return next, stop
+	k, v = p.k, p.v
+	var k0 K
+	var v0 V
+	p.k, p.v = k0, v0 // do not keep the value alive
+	p.busy.Store(false)
+	return k, v, true
+}
+
+// stop is a Pull's stop.
+func (h *pullHandle[K, V]) stop() {
+	p, c := h.p, &h.c
+	if p.stopped.Load() || c.IsDone() {
+		p.stopped.Store(true)
+		return
+	}
+	p.claim(h.name, "stop")
+	if !p.stopped.Swap(true) && p.started.Load() {
+		c.Run() // yield returns false; seq runs to its end
+	}
+	p.busy.Store(false)
 }
 
 // Coroutine is a typed asymmetric coroutine, the AsymCoroutine of Stadler
@@ -156,7 +183,9 @@ func pull2[K, V any](seq iter.Seq2[K, V], name string) (func() (K, V, bool), fun
 // body returns is what the last Resume returns, after which IsDone reports
 // true.
 type Coroutine[In, Out any] struct {
-	c *Continuation
+	// c is in the Coroutine's allocation. The body refers only to x, so a
+	// dropped Coroutine makes c unreachable, and it is reclaimed.
+	c Continuation
 	x *exchange[In, Out]
 }
 
@@ -191,10 +220,11 @@ func NewCoroutine[In, Out any](body func(in In, yield func(Out) In) Out) *Corout
 		Yield(x.s)
 		return x.takeIn()
 	}
-	c := New(x.s, func() {
+	co := &Coroutine[In, Out]{x: x}
+	co.c.init(x.s, func() {
 		x.out = body(x.takeIn(), yield)
 	})
-	return &Coroutine[In, Out]{c: c, x: x}
+	return co
 }
 
 // Resume passes in to the coroutine and runs it until it yields or
@@ -227,4 +257,4 @@ func (co *Coroutine[In, Out]) IsDone() bool { return co.c.IsDone() }
 
 // Continuation returns the continuation the coroutine runs on, for its
 // StackTrace and Stats.
-func (co *Coroutine[In, Out]) Continuation() *Continuation { return co.c }
+func (co *Coroutine[In, Out]) Continuation() *Continuation { return &co.c }
