@@ -212,6 +212,7 @@ func (s *captureScratch) walkRegion(boundary uintptr, pc uintptr, sp, base unsaf
 			break
 		}
 		if d.entry == boundary && !d.bad {
+			s.stopPC, s.stopSize = pc, d.size
 			break
 		}
 		if d.stop {

@@ -149,6 +149,21 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	// Start at capture's own frame and step to its caller (and with skip,
 	// to the caller's caller), the innermost frame of the region.
 	pc, sp := arch.CallerPCSP()
+	if c.tmpl == nil && c.MemTop == 0 {
+		// The chunk's first capture: another continuation may have
+		// published the template of a body's frames from its start.
+		if t := templateAt(pc, sp, skip); t != nil && t.fresh {
+			c.roomFor(t)
+			if c.fastCapture(t, pc, sp, skip) {
+				c.tmpl = t
+				n.froze(t.nf, t.frozenBytes(), true)
+				if freezeProf.rate.Load() != 0 {
+					c.profileFreeze(t.nf, t.frozenBytes(), true)
+				}
+				return nil
+			}
+		}
+	}
 	if t := c.tmpl; t != nil {
 		if c.fastCapture(t, pc, sp, skip) {
 			if n != nil { // the bytes are not worked out for nothing
@@ -231,7 +246,12 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	}
 
 	// Room, beyond the chunk's top: nothing is committed until the end.
+	// A fresh region is a body's frames from its start: captureIn would
+	// replace whatever the chunk held, so it must hold nothing.
 	top, ptop := uintptr(c.MemTop), uintptr(c.PtrTop)
+	if t.fresh && (top != 0 || ptop != 0) {
+		return false
+	}
 	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
 	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
 		return false

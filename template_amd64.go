@@ -20,9 +20,11 @@ import (
 // header. The next capture of the same chain above the same barrier copies
 // the region straight into the chunk, and the tables from the template.
 //
-// A region qualifies if it is one record above a return barrier, with no
-// stack objects and no references into the stack but saved frame
-// pointers. No defer record may point into it. The fast path checks the
+// A region qualifies if it is one record above a return barrier, or a
+// body's frames from its start above arch.Enter (a fresh region, the
+// first capture of a chunk), with no stack objects and no references into
+// the stack but saved frame pointers. A fresh region's template serves
+// the first capture of every continuation that runs the same chain. No defer record may point into it. The fast path checks the
 // parts that depend on values: a live word pointing into the stack, a
 // defer record. It leaves anything unusual to the general path. It commits
 // nothing until the end, so the general path finds the chunk undisturbed.
@@ -42,7 +44,11 @@ type captureTemplate struct {
 	sizes    [maxTemplateFrames]uint32
 	stopPC   uintptr // the return address into arch.Thaw above the region
 	stopSize uint32  // arch.Thaw's frame size
-	words    int     // the region's words, the outermost frame's arguments included
+	// fresh: the region lies above arch.Enter, not the barrier. It is a
+	// body's frames from its start: the first capture of a chunk, made
+	// into an empty chunk. stopPC and stopSize are then arch.Enter's.
+	fresh bool
+	words int // the region's words, the outermost frame's arguments included
 	// links are the region's saved-frame-pointer slots but the
 	// outermost's, innermost first (nf-1 of them). Each is a slot's word
 	// index and the word index of the next slot. The slot holds the next
@@ -108,7 +114,8 @@ func (s *templateSet) publish(t *captureTemplate) {
 }
 
 // templateAt finds the published template of the chain of frames from
-// capture's caller up to the return barrier; nil if there is none. With
+// capture's caller up to the return barrier, or up to arch.Enter for a
+// fresh region; nil if there is none. With
 // skip the chain starts at the caller's caller. pc and sp are capture's
 // own. It walks the chain with the frame descriptors. A yield loop that
 // alternates between call chains (a send then a receive) finds each
@@ -142,7 +149,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 		if hooks.templateAt != nil {
 			hooks.templateAt() // tests: move the stack mid-walk
 		}
-		if d.entry == thawPC && !d.bad {
+		if (d.entry == thawPC || d.entry == enterPC) && !d.bad {
 			break
 		}
 		if d.stop || nf == maxTemplateFrames {
@@ -162,7 +169,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 // published template of the same chain, and publishes a new one otherwise.
 func (s *captureScratch) templateFor() *captureTemplate {
 	nf := len(s.frames)
-	if nf == 0 || !s.barrier || s.objects || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
+	if nf == 0 || s.objects || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
 		return nil
 	}
 	var pcs [maxTemplateFrames]uintptr
@@ -173,7 +180,7 @@ func (s *captureScratch) templateFor() *captureTemplate {
 	if t := set.find(&pcs, nf, s.selfPC, s.skipPC, s.stopPC); t != nil {
 		return t
 	}
-	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, words: len(s.words)}
+	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, fresh: !s.barrier, words: len(s.words)}
 	seen := make(map[uint32]bool)
 	for i := range s.frames {
 		f := &s.frames[i]

@@ -773,3 +773,111 @@ func TestCaptureTemplateStackGrowth(t *testing.T) {
 	}
 	t.Logf("the stack moved %d times during templateAt", moves)
 }
+
+// A body's first capture is of its frames from its start, above
+// arch.Enter: a fresh region. The general path publishes its template,
+// and the first capture of the next continuation running the same chain
+// takes the fast path, into an empty chunk it sizes for the template. The
+// record must be the one the general path writes: the same tables and
+// header, in arrays of the same size. Values come back intact through a
+// collection, a stack growth and a shrink after the thaw.
+
+// freshYield yields once, with heap pointers and a scalar live across the
+// yield, and checks them after it.
+//
+//go:noinline
+func freshYield(c *stackState, k int) int {
+	a, b := roomNode(k), roomNode(k+1)
+	x := uintptr(k) * 7
+	if !stackYield(c) {
+		panic(c.refusal())
+	}
+	runtime.GC()
+	growBy(200)  // about 200 KiB of frames: the stack grows
+	runtime.GC() // and shrinks again, at most the collection after
+	runtime.GC()
+	if a.v != k || b.v != k+1 || x != uintptr(k)*7 {
+		return -1
+	}
+	return a.v + b.v
+}
+
+// freshRecord is what TestFreshCaptureTemplate compares of a first
+// capture's record.
+type freshRecord struct {
+	fast              bool
+	memLen, ptrsLen   uint32
+	memTop, ptrTop    uintptr
+	tail              []uintptr // the tables and the header
+	frames, wordCount uint32
+}
+
+// runFresh runs a new continuation over freshYield to its yield, records
+// its first capture, and runs it to its end; it returns what the body
+// computed.
+func runFresh(t *testing.T, k int) (freshRecord, int) {
+	t.Helper()
+	c := &stackState{}
+	got := 0
+	c.body = func() { got = freshYield(c, k) }
+	before := hooks.yieldCounts.templated.Load()
+	done := make(chan struct{})
+	go func() { defer close(done); c.run() }()
+	<-done
+	if c.refusal() != nil || c.done {
+		t.Fatalf("the first run did not suspend: %v", c.refusal())
+	}
+	ch := &c.chunk
+	h := arch.HeaderOf(ch.memory()[:ch.MemTop])
+	r := freshRecord{
+		fast:   hooks.yieldCounts.templated.Load() != before,
+		memLen: ch.memLen, ptrsLen: ch.ptrsLen, memTop: ch.MemTop, ptrTop: ch.PtrTop,
+		tail:   append([]uintptr(nil), ch.memory()[h.Words:ch.MemTop]...),
+		frames: h.Frames, wordCount: h.Words,
+	}
+	runToEnd(t, c, 3)
+	return r, got
+}
+
+func TestFreshCaptureTemplate(t *testing.T) {
+	countScYields(t)
+	// Forget every template: the first continuation takes the general
+	// path. Templates are only shortcuts; other tests publish theirs again.
+	for i := range templateCache {
+		templateCache[i][0].Store(nil)
+		templateCache[i][1].Store(nil)
+	}
+	general, got1 := runFresh(t, 5)
+	fast, got2 := runFresh(t, 5)
+	if got1 != 11 || got2 != 11 {
+		t.Fatalf("the bodies computed %d and %d, want 11", got1, got2)
+	}
+	if general.fast {
+		t.Fatal("the first continuation's first capture took the fast path with no template published")
+	}
+	if !fast.fast {
+		t.Fatal("the second continuation's first capture did not take the fast path")
+	}
+	if general.memLen != fast.memLen || general.ptrsLen != fast.ptrsLen || general.memTop != fast.memTop ||
+		general.ptrTop != fast.ptrTop || general.frames != fast.frames || general.wordCount != fast.wordCount {
+		t.Errorf("general path %+v, fast path %+v: the chunks differ", general, fast)
+	}
+	if len(general.tail) != len(fast.tail) {
+		t.Fatalf("tables and header: %d words on the general path, %d on the fast path", len(general.tail), len(fast.tail))
+	}
+	for i := range general.tail {
+		if general.tail[i] != fast.tail[i] {
+			t.Errorf("tables and header word %d: %#x on the general path, %#x on the fast path", i, general.tail[i], fast.tail[i])
+		}
+	}
+	// More of them, under collections, each one's first capture fast.
+	for k := range 20 {
+		r, got := runFresh(t, k)
+		if got != 2*k+1 {
+			t.Fatalf("continuation %d computed %d, want %d", k, got, 2*k+1)
+		}
+		if !r.fast {
+			t.Fatalf("continuation %d: the first capture did not take the fast path", k)
+		}
+	}
+}
