@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/weftrt/weft"
+	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/internal/goroutines"
+	"github.com/weftrt/weft/scope"
 )
 
 // These tests check the benchmark helpers themselves: a benchmark that
@@ -128,4 +130,69 @@ func TestCoroutines(t *testing.T) {
 		}
 	}
 	settle(t, base)
+}
+
+func TestShortPulls(t *testing.T) {
+	base := goroutines.Settled()
+	for _, p := range pulls {
+		for _, c := range []struct{ n, take, want int }{{1, 1, 0}, {10, 10, 45}, {10, 3, 3}, {2, 5, 1}} {
+			if got := pullTake(p.pull, c.n, c.take); got != c.want {
+				t.Errorf("%s: %d of count(%d) sum to %d, want %d", p.name, c.take, c.n, got, c.want)
+			}
+		}
+	}
+	settle(t, base)
+}
+
+func TestTreeWalk(t *testing.T) {
+	base := goroutines.Settled()
+	const n = 1000
+	tree := balanced(0, n)
+	want := 0
+	for v := range tree.all() {
+		if v != want {
+			t.Fatalf("the walk yielded %d, want %d", v, want)
+		}
+		want++
+	}
+	if want != n {
+		t.Fatalf("the walk yielded %d values, want %d", want, n)
+	}
+	for _, p := range pulls {
+		if got := sumPull(p.pull, tree.all()); got != n*(n-1)/2 {
+			t.Errorf("%s: the tree sums to %d, want %d", p.name, got, n*(n-1)/2)
+		}
+	}
+	settle(t, base)
+}
+
+func TestUnwinders(t *testing.T) {
+	base := goroutines.Settled()
+	for _, u := range unwinders {
+		for _, d := range []int{1, 10, 50} {
+			w := u.new(d)
+			const trips = 7
+			w.run(trips)
+			if y := w.close(); y != trips+1 {
+				t.Errorf("%s at depth %d: body suspended %d times for %d resumes, want %d", u.name, d, y, trips, trips+1)
+			}
+		}
+	}
+	settle(t, base)
+}
+
+func TestNewRunRun(t *testing.T) {
+	s := scope.New("bench")
+	ran := 0
+	body := func() {
+		ran++
+		continuation.Yield(s)
+		ran++
+	}
+	for range 3 {
+		newRunRun(s, body)
+	}
+	if ran != 6 {
+		t.Errorf("bodies ran %d steps, want 6", ran)
+	}
 }
