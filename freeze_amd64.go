@@ -149,10 +149,12 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	// Start at capture's own frame and step to its caller (and with skip,
 	// to the caller's caller), the innermost frame of the region.
 	pc, sp := arch.CallerPCSP()
-	if c.tmpl == nil && c.MemTop == 0 {
-		// The chunk's first capture: another continuation may have
-		// published the template of a body's frames from its start.
-		if t := templateAt(pc, sp, skip); t != nil && t.fresh {
+	if c.memLen == 0 {
+		// The chunk's first capture, its arrays not yet made: another
+		// continuation may have published the template of a body's
+		// frames from its start. (A record reset keeps its arrays: its
+		// first capture takes the general path.)
+		if t := templateAt(pc, sp, skip, maxTemplateFrames); t != nil && t.fresh {
 			c.roomFor(t)
 			if c.fastCapture(t, pc, sp, skip) {
 				c.tmpl = t
@@ -175,7 +177,9 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 			return nil
 		}
 		// Another chain than the last capture's may have a template too.
-		if o := templateAt(pc, sp, skip); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
+		// It is above the barrier: none has more frames than the most
+		// any such template has.
+		if o := templateAt(pc, sp, skip, int(barrierTemplateFrames.Load())); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
 			c.tmpl = o
 			n.froze(o.nf, o.frozenBytes(), true)
 			if freezeProf.rate.Load() != 0 {

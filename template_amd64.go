@@ -111,12 +111,27 @@ func (s *templateSet) find(pcs *[maxTemplateFrames]uintptr, nf int, selfPC, skip
 func (s *templateSet) publish(t *captureTemplate) {
 	s[1].Store(s[0].Load())
 	s[0].Store(t)
+	if t.fresh {
+		return
+	}
+	for {
+		m := barrierTemplateFrames.Load()
+		if int32(t.nf) <= m || barrierTemplateFrames.CompareAndSwap(m, int32(t.nf)) {
+			return
+		}
+	}
 }
+
+// barrierTemplateFrames is the most frames of any template published for
+// a region above the barrier. A region above the barrier is cut into
+// records once it has more than a few frames, and such a region has no
+// template: templateAt stops looking past this many frames.
+var barrierTemplateFrames atomic.Int32
 
 // templateAt finds the published template of the chain of frames from
 // capture's caller up to the return barrier, or up to arch.Enter for a
-// fresh region; nil if there is none. With
-// skip the chain starts at the caller's caller. pc and sp are capture's
+// fresh region; nil if there is none, or if the chain has more than limit
+// frames. With skip the chain starts at the caller's caller. pc and sp are capture's
 // own. It walks the chain with the frame descriptors. A yield loop that
 // alternates between call chains (a send then a receive) finds each
 // chain's template here, when the chunk's own, the last chain's, does not
@@ -125,7 +140,7 @@ func (s *templateSet) publish(t *captureTemplate) {
 // Descriptors come from descFor, whose lookups may move the stack: sp is
 // an unsafe.Pointer, which moves with it, and only offsets from it are
 // read.
-func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
+func templateAt(pc uintptr, sp unsafe.Pointer, skip bool, limit int) *captureTemplate {
 	selfPC, skipPC := pc, uintptr(0)
 	d := descFor(pc)
 	if d.bad {
@@ -152,7 +167,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool) *captureTemplate {
 		if (d.entry == thawPC || d.entry == enterPC) && !d.bad {
 			break
 		}
-		if d.stop || nf == maxTemplateFrames {
+		if d.stop || nf == limit {
 			return nil
 		}
 		pcs[nf] = pc
