@@ -149,7 +149,28 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 	// Start at capture's own frame and step to its caller (and with skip,
 	// to the caller's caller), the innermost frame of the region.
 	pc, sp := arch.CallerPCSP()
-	if c.memLen == 0 {
+	if t := c.tmpl; t != nil {
+		if c.fastCapture(t, pc, sp, skip) {
+			if n != nil { // the bytes are not worked out for nothing
+				n.froze(t.nf, t.frozenBytes(), true)
+			}
+			if freezeProf.rate.Load() != 0 {
+				c.profileFreeze(t.nf, t.frozenBytes(), true)
+			}
+			return nil
+		}
+		// Another chain than the last capture's may have a template too.
+		// It is above the barrier: none has more frames than the most
+		// any such template has.
+		if o := templateAt(pc, sp, skip, int(barrierTemplateFrames.Load())); o != nil && o != t && !o.fresh && c.fastCapture(o, pc, sp, skip) {
+			c.tmpl = o
+			n.froze(o.nf, o.frozenBytes(), true)
+			if freezeProf.rate.Load() != 0 {
+				c.profileFreeze(o.nf, o.frozenBytes(), true)
+			}
+			return nil
+		}
+	} else if c.memLen == 0 {
 		// The chunk's first capture, its arrays not yet made: another
 		// continuation may have published the template of a body's
 		// frames from its start. (A record reset keeps its arrays: its
@@ -164,28 +185,6 @@ func (c *stackChunk) capture(boundary uintptr, skip bool, n *counters) error {
 				}
 				return nil
 			}
-		}
-	}
-	if t := c.tmpl; t != nil {
-		if c.fastCapture(t, pc, sp, skip) {
-			if n != nil { // the bytes are not worked out for nothing
-				n.froze(t.nf, t.frozenBytes(), true)
-			}
-			if freezeProf.rate.Load() != 0 {
-				c.profileFreeze(t.nf, t.frozenBytes(), true)
-			}
-			return nil
-		}
-		// Another chain than the last capture's may have a template too.
-		// It is above the barrier: none has more frames than the most
-		// any such template has.
-		if o := templateAt(pc, sp, skip, int(barrierTemplateFrames.Load())); o != nil && o != t && c.fastCapture(o, pc, sp, skip) {
-			c.tmpl = o
-			n.froze(o.nf, o.frozenBytes(), true)
-			if freezeProf.rate.Load() != 0 {
-				c.profileFreeze(o.nf, o.frozenBytes(), true)
-			}
-			return nil
 		}
 	}
 	s := scratchPool.Get().(*captureScratch)
@@ -250,12 +249,9 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	}
 
 	// Room, beyond the chunk's top: nothing is committed until the end.
-	// A fresh region is a body's frames from its start: captureIn would
-	// replace whatever the chunk held, so it must hold nothing.
+	// A fresh template comes only with a chunk that has no arrays yet,
+	// so holds nothing: captureIn would replace what it held (capture).
 	top, ptop := uintptr(c.MemTop), uintptr(c.PtrTop)
-	if t.fresh && (top != 0 || ptop != 0) {
-		return false
-	}
 	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
 	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
 		return false
