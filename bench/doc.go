@@ -31,6 +31,17 @@
 //     reflect.Value.Call (call=reflect), for a weft continuation and an
 //     iter.Pull iterator: the cost of freezing and thawing reflect's
 //     frames.
+//   - BenchmarkShortPull: a pull iterator created, one or ten values
+//     taken, and stopped, for continuation.Pull and iter.Pull.
+//   - BenchmarkTreeWalk: summing a balanced 65,536-node tree through a
+//     pull iterator over its recursive in-order iter.Seq, for
+//     continuation.Pull, iter.Pull and a plain range-over-func loop.
+//   - BenchmarkNewRunRun: a continuation created, run to its one yield
+//     and run to its end.
+//   - BenchmarkUnwind: one iteration of a body that recurses 10, 50 or
+//     200 fresh frames, suspends at the bottom and, resumed, returns
+//     through them all (Loom's "pattern B"), for a weft continuation and
+//     iter.Pull.
 //   - BenchmarkSkynet: the skynet tree, a million leaves and 1,111,111
 //     units spawned, joined and summed, as virtual threads of a
 //     scheduler (impl=vthread) and as the classic goroutines with
