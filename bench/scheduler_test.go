@@ -196,12 +196,23 @@ func spawnJoinGoroutines(n int) {
 	}
 }
 
+// spawnRecvGoroutines starts n goroutines that do nothing but send on a
+// channel, one at a time, each received from before the next starts.
+func spawnRecvGoroutines(n int) {
+	done := make(chan struct{})
+	for range n {
+		go func() { done <- struct{}{} }()
+		<-done
+	}
+}
+
 // BenchmarkSpawn measures starting one unit that does nothing and waiting
 // for it to finish: a virtual thread started and joined from a goroutine
-// (from=goroutine: the carrier must be woken each time; vthread-unlocked:
-// by carriers not locked to their threads) or from another virtual thread
-// (from=vthread: the child goes on the parent's carrier), against a
-// goroutine started with go and waited for with a WaitGroup.
+// (from=goroutine: the joiner runs it itself if no carrier has taken it;
+// vthread-unlocked: carriers not locked to their threads) or from another
+// virtual thread (from=vthread: the child goes on the parent's carrier),
+// against a goroutine started with go and waited for with a WaitGroup
+// (goroutine) or a channel receive (goroutine-chan).
 func BenchmarkSpawn(b *testing.B) {
 	vthreads := func(b *testing.B, opts scheduler.Options, spawn func(*scheduler.Scheduler, int)) {
 		s := newScheduler(opts)
@@ -219,6 +230,10 @@ func BenchmarkSpawn(b *testing.B) {
 	b.Run("impl=goroutine/from=goroutine", func(b *testing.B) {
 		b.ReportAllocs()
 		spawnJoinGoroutines(b.N)
+	})
+	b.Run("impl=goroutine-chan/from=goroutine", func(b *testing.B) {
+		b.ReportAllocs()
+		spawnRecvGoroutines(b.N)
 	})
 }
 

@@ -53,7 +53,7 @@ func TestVThreadGoexitDeferredPanic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			jerr := vt.Join()
+			jerr := vt.Wait(context.Background()) // Join may run it here: its Goexit would end the test
 			var pe *scheduler.PanicError
 			ok := errors.As(jerr, &pe)
 			t.Logf("parks=%d deep=%d: Join=%v onPanic=%v log=%v", parks, deep, jerr, onPanic, log)
@@ -91,7 +91,7 @@ func TestVThreadGoexitDeferredPanicInGenerator(t *testing.T) {
 		runtime.Goexit()
 		return nil
 	})
-	jerr := vt.Join()
+	jerr := vt.Wait(context.Background()) // Join may run it here: its Goexit would end the test
 	t.Logf("%s: Join=%v log=%v", continuation.Backend(), jerr, log)
 	var pe *scheduler.PanicError
 	if !errors.As(jerr, &pe) || pe.Value != "generator panic" || len(log) != 1 {
@@ -132,7 +132,7 @@ func TestVThreadGoexitDeferredPanicRecovered(t *testing.T) {
 		log = append(log, "fn returned")
 		return nil
 	})
-	jerr := vt.Join()
+	jerr := vt.Wait(context.Background()) // Join may run it here: its Goexit would end the test
 	t.Logf("%s: Join=%v log=%v", continuation.Backend(), jerr, log)
 	if jerr != scheduler.ErrGoexit || len(log) != 1 {
 		t.Errorf("Join returned %v, log %v; want ErrGoexit and the recovery logged", jerr, log)

@@ -14,4 +14,7 @@ var testHooks struct {
 	// before it registers the carrier as idle and before it looks at the
 	// queues once more.
 	sleepBeforeIdle, sleepBeforeLook atomic.Pointer[func(*carrier)]
+	// waker is called by the waker goroutine of a scheduler when it has
+	// taken a kick, before it looks at the global queue (outside.go).
+	waker atomic.Pointer[func(*Scheduler)]
 }

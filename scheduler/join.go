@@ -28,18 +28,27 @@ func (vt *VThread) finished() bool { return vt.state.Load() == vtDone }
 // from a virtual thread it parks; from a goroutine it blocks.
 //
 // Join may run vt itself, inside the caller, as a fork/join pool runs a
-// queued subtask in its join. It does so only when all of these hold:
-// the caller is a virtual thread on the stack-copying backend, outside
-// deterministic mode; vt is one of the last queued on the caller's
-// carrier; and the caller is not inside a continuation of its own making
-// (a continuation.Pull, say). vt then runs on the caller's carrier until
-// it finishes or parks. This saves parking and resuming the caller.
-// Stack traces taken in vt then show the caller's frames under vt's.
-// Otherwise only runtime.Goexit tells the two apart. It ends the
-// goroutine, so a Goexit in vt run inside the caller ends the caller
-// too. Both end with ErrGoexit, and the caller's deferred calls run.
-// Wait never runs vt itself: use it where a Goexit in vt must leave the
-// caller running.
+// queued subtask in its join. It does so only on the stack-copying
+// backend, outside deterministic mode, when the caller is not inside a
+// continuation of its own making (a continuation.Pull, say), and when
+// either:
+//   - the caller is a virtual thread and vt is one of the last queued
+//     on the caller's carrier. vt runs on that carrier. This saves
+//     parking and resuming the caller.
+//   - the caller is a plain goroutine not locked to its OS thread, no
+//     carrier is bound to a CPU, vt is the oldest thread on the
+//     scheduler's global queue, and a carrier is idle. The caller runs
+//     vt as that carrier, its thread locked meanwhile if carriers are.
+//     This saves waking a carrier on another OS thread, and that
+//     thread's readying the caller.
+//
+// vt runs until it finishes or parks. Stack traces taken in vt then show
+// the caller's frames under vt's. Otherwise only runtime.Goexit tells the
+// two apart. It ends the goroutine, so a Goexit in vt run inside the
+// caller ends the caller too. For a virtual thread, both end with
+// ErrGoexit. In either case the caller's deferred calls run. Wait never
+// runs vt itself: use it where a Goexit in vt must leave the caller
+// running.
 func (vt *VThread) Join() error {
 	if vt == nil {
 		nilVThread("Join")
@@ -73,6 +82,9 @@ func (vt *VThread) Join() error {
 			vt.joinMu.Unlock()
 			w.wait()
 		}
+		return vt.err
+	}
+	if vt.s.runOutside(vt) && vt.finished() {
 		return vt.err
 	}
 	<-vt.Done()

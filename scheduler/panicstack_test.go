@@ -96,8 +96,9 @@ func TestBodyEndsAfterParks(t *testing.T) {
 				}
 				return e.end()
 			})
-			if err := vt.Join(); !e.ok(err) {
-				t.Errorf("%s after %d yields: Join = %v", e.name, parks, err)
+			// Join may run it on this goroutine: a Goexit would end the test.
+			if err := vt.Wait(context.Background()); !e.ok(err) {
+				t.Errorf("%s after %d yields: Wait = %v", e.name, parks, err)
 			}
 			want := int32(0)
 			if e.name == "panic" {

@@ -178,6 +178,10 @@ type Scheduler struct {
 	monitorParked atomic.Bool   // the monitor waits for monitorKick, or its next look
 	monitorIdle   atomic.Bool   // the monitor waits for monitorKick only: no carrier runs
 	monitorKick   chan struct{} // buffered 1
+	// outsideKick wakes the waker goroutine (outside.go), where a Join
+	// may run a thread that a plain goroutine started (nest). It is nil
+	// otherwise. Buffered 1.
+	outsideKick chan struct{}
 
 	heldMu  sync.Mutex
 	heldLog []*HeldEvent // the latest maxHeldEvents, oldest first
@@ -264,6 +268,11 @@ func New(opts Options) (*Scheduler, error) {
 	if s.det == nil {
 		s.wg.Add(1)
 		go s.monitor()
+	}
+	if s.nest {
+		s.outsideKick = make(chan struct{}, 1)
+		s.wg.Add(1)
+		go s.waker()
 	}
 	return s, nil
 }

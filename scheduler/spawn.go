@@ -93,9 +93,12 @@ func (s *Scheduler) startFrom(name string, g *Group, fn func(ctx context.Context
 		r.add(vt)
 	}
 	// vt.state is vtQueued, the zero value.
-	if c != nil { // readyOn, without its call
+	switch {
+	case c != nil: // readyOn, without its call
 		c.pushOwn(vt)
-	} else {
+	case s.outsideKick != nil:
+		s.readyOutside(vt) // a Join that follows may run it (outside.go)
+	default:
 		s.readyGlobal(vt)
 	}
 	return vt, nil
