@@ -5,7 +5,9 @@
 // A Scheduler has N carriers, GOMAXPROCS by default. On the
 // stack-copying backend each is locked to its OS thread, optionally
 // bound to a CPU. Each carrier has a run queue, and idle carriers steal.
-// Go starts a virtual thread. Park and Unpark follow LockSupport: a
+// Go starts a virtual thread. Join from a plain goroutine may run the
+// thread itself, as an idle carrier, which saves a hand-off between OS
+// threads each way. Park and Unpark follow LockSupport: a
 // permit means no lost wake-ups. Sleep, Yield and the synchronisation
 // types park the calling virtual thread and free its carrier for others.
 // A virtual thread with a pinned stack cannot be suspended: a cgo

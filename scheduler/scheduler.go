@@ -71,9 +71,11 @@ type Options struct {
 	//
 	// Waking a sleeping locked carrier hands a P to its thread. That is
 	// slower than waking an unlocked one, a goroutine like any other. So
-	// a scheduler whose virtual threads are mostly started or woken by
-	// plain goroutines runs faster unlocked (false). That does not hold
-	// if it binds carriers to CPUs. docs/benchmarks.md has the numbers.
+	// a scheduler whose virtual threads are mostly woken by plain
+	// goroutines (Unpark, a Chan send, Go not followed by Join) runs
+	// faster unlocked (false). A Join right after Go runs the thread on
+	// the caller either way (VThread.Join). None of that holds if it
+	// binds carriers to CPUs. docs/benchmarks.md has the numbers.
 	LockOSThread *bool
 	// Deterministic runs one carrier that picks the next runnable virtual
 	// thread with a random generator seeded by Seed. Sleep and timers get
