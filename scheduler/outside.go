@@ -17,7 +17,7 @@ import (
 // It runs vt only if vt is the oldest thread on the global queue, so no
 // thread queued before it waits longer, and a carrier is idle. It takes
 // both in one step under s.mu: vt off the queue, the carrier off the idle
-// list. The caller then runs vt as that carrier (borrowCarrier), so no
+// list (takeOldest). The caller then runs vt as that carrier, so no
 // more threads run at once than carriers could run. The carrier's
 // goroutine stays blocked in sleep meanwhile. vt runs until it finishes
 // or parks; another carrier resumes it if it parks.
