@@ -249,9 +249,13 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	}
 
 	// Room, beyond the chunk's top: nothing is committed until the end.
-	// A fresh template comes only with a chunk that has no arrays yet,
-	// so holds nothing: captureIn would replace what it held (capture).
+	// A fresh template's region starts at the body: the chunk must hold
+	// no record, which captureIn would replace (capture). c.tmpl may be
+	// fresh while records lie under the barrier, so this is checked.
 	top, ptop := uintptr(c.MemTop), uintptr(c.PtrTop)
+	if t.fresh && (top != 0 || ptop != 0) {
+		return false
+	}
 	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
 	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
 		return false
