@@ -83,6 +83,10 @@ type carrier struct {
 	// a traceback. tid is its OS thread's if it is locked to it, else 0.
 	gid atomic.Uint64
 	tid atomic.Int32
+	// borrowed is set while a plain goroutine's Join runs a thread as
+	// this carrier (runOutside). gid and tid are then not the running
+	// goroutine's: the monitor finds it by its runOutside frame.
+	borrowed atomic.Bool
 	// watch is the monitor's view of the carrier. Only the monitor
 	// touches it.
 	watch watch

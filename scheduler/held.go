@@ -168,7 +168,9 @@ func (s *Scheduler) lookHeld(now time.Time) {
 			continue
 		}
 		if w.same++; w.same == 1 {
-			if w.tid = int(c.tid.Load()); w.tid != 0 {
+			// A borrowed carrier's thread runs on the joiner's OS
+			// thread, whose times the monitor does not know.
+			if w.tid = int(c.tid.Load()); w.tid != 0 && !c.borrowed.Load() {
 				w.run, w.wait, w.sched = threadSched(w.tid)
 				w.schedAt = now
 			}
@@ -270,7 +272,13 @@ func (s *Scheduler) anyBusy() bool {
 // carrier's path.
 func (c *carrier) heldEvent(start time.Time) *HeldEvent {
 	dump, cut := allStacks()
-	stack, ok := heldStack(dump, c.gid.Load())
+	var stack string
+	var ok bool
+	if c.borrowed.Load() {
+		stack, ok = borrowedStack(dump)
+	} else {
+		stack, ok = heldStack(dump, c.gid.Load())
+	}
 	if !ok && !cut {
 		return nil
 	}
@@ -316,6 +324,9 @@ func runtimeWait(wait string) bool {
 const (
 	runFrame  = "github.com/weftrt/weft/scheduler.(*carrier).run("
 	bodyFrame = "github.com/weftrt/weft/scheduler.vthreadBody("
+	// outsideFrame marks a plain goroutine running a thread as a
+	// borrowed carrier.
+	outsideFrame = "github.com/weftrt/weft/scheduler.(*Scheduler).runOutside("
 )
 
 // heldStack finds, in dump (runtime.Stack of every goroutine), the
@@ -365,6 +376,24 @@ func heldStack(dump string, gid uint64) (stack string, ok bool) {
 		}
 	}
 	return "", true
+}
+
+// borrowedStack returns the stack of the plain goroutine running a
+// virtual thread as a borrowed carrier (runOutside). ok is always true:
+// a borrowed carrier runs a thread until it gives the carrier back. The
+// stack is "" unless exactly one goroutine runs one so.
+func borrowedStack(dump string) (stack string, ok bool) {
+	n := 0
+	for _, b := range strings.Split(dump, "\n\n") {
+		if strings.Contains(b, outsideFrame) && strings.Contains(b, bodyFrame) {
+			stack = b
+			n++
+		}
+	}
+	if n != 1 {
+		return "", true
+	}
+	return stack, true
 }
 
 // goroutineWait returns the state in the header of a goroutine's

@@ -40,6 +40,10 @@ func (s *Scheduler) runOutside(vt *VThread) bool {
 	if c == nil {
 		return false
 	}
+	// The monitor may be parked with every carrier idle: a thread that
+	// holds the borrowed carrier must be seen, as on a carrier (sleep).
+	c.borrowed.Store(true)
+	s.kickIdleMonitor()
 	if s.lock {
 		runtime.LockOSThread()
 	}
@@ -57,6 +61,7 @@ func (s *Scheduler) runOutside(vt *VThread) bool {
 		if s.lock {
 			runtime.UnlockOSThread()
 		}
+		c.borrowed.Store(false)
 		s.giveBack(c)
 	}()
 	c.run(vt)

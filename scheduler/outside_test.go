@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,6 +187,61 @@ func TestJoinFromGoroutineWakesForWhatItQueued(t *testing.T) {
 	defer cancel()
 	if err := child.Wait(ctx); err != nil {
 		t.Fatalf("the child the parent queued on the borrowed carrier: %v", err)
+	}
+}
+
+// A thread that a plain goroutine's Join runs, and that computes without
+// parking, holds the borrowed carrier as it would hold a carrier: the
+// monitor, parked while every carrier was idle, sees the hold, its event
+// has the joiner's stack, and a compensation carrier runs what is queued
+// behind it.
+func TestJoinFromGoroutineHeldIsCompensated(t *testing.T) {
+	s := newSched(t, Options{Carriers: 1})
+	var stop atomic.Bool
+	t.Cleanup(func() { stop.Store(true) }) // before Shutdown, which waits for the thread
+	release := holdWaker(t, s)
+	waitIdle(t, s, 1)
+	waitUntil(t, "the monitor to park", func() bool { return s.monitorIdle.Load() })
+	var ran, joiner atomic.Uint64
+	joined := make(chan error, 1)
+	go func() {
+		joiner.Store(goroutineID())
+		vt, err := s.Go(func(ctx context.Context) error {
+			ran.Store(goroutineID())
+			for !stop.Load() {
+				runtime.Gosched() // computes; a call, so a collection can stop it
+			}
+			return nil
+		})
+		if err == nil {
+			err = vt.Join()
+		}
+		joined <- err
+	}()
+	waitUntil(t, "the thread to run", func() bool { return ran.Load() != 0 })
+	if ran.Load() != joiner.Load() {
+		t.Fatalf("the thread ran on goroutine %d, not on its joiner %d", ran.Load(), joiner.Load())
+	}
+	release()
+	behind := goOrFatal(t, s, func(ctx context.Context) error { return nil })
+	if err := joinWithin(t, behind); err != nil {
+		t.Fatal(err)
+	}
+	var ev *HeldEvent
+	for _, e := range s.Held() {
+		if e.Reason == HeldCarrier {
+			ev = &e
+		}
+	}
+	if ev == nil {
+		t.Fatalf("no HeldCarrier event for the borrowed carrier: %v", s.Held())
+	}
+	if !strings.Contains(ev.Stack, "TestJoinFromGoroutineHeldIsCompensated") {
+		t.Errorf("the held event's stack is not the joiner's:\n%s", ev.Stack)
+	}
+	stop.Store(true)
+	if err := <-joined; err != nil {
+		t.Fatal(err)
 	}
 }
 
