@@ -79,6 +79,7 @@ type captureScratch struct {
 	order     []int32 // pointers, then references, by record
 	first     []int32 // where each record's pointers and references start in order
 	fill      []int32
+	defs      []scratchDefer // the region's defer records, innermost first
 
 	// What templateFor needs to know about the capture: capture's own
 	// frame, the frame it left out (skipPC 0 if none) and the barrier.
@@ -95,7 +96,8 @@ var scratchPool = sync.Pool{New: func() any { return new(captureScratch) }}
 
 func putScratch(s *captureScratch) {
 	clear(s.ptrs) // published, or dropped: either way not the scratch's to keep
-	s.c, s.words, s.ptrs = nil, s.words[:0], s.ptrs[:0]
+	clear(s.defs)
+	s.c, s.words, s.ptrs, s.defs = nil, s.words[:0], s.ptrs[:0], s.defs[:0]
 	scratchPool.Put(s)
 }
 
@@ -138,7 +140,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 		return err
 	}
 	g := rt.CurG()
-	if err := s.checkDefers(g, base); err != nil {
+	if err := s.collectDefers(g, base); err != nil {
 		return err
 	}
 	if err := s.findObjects(objects, full); err != nil {
@@ -148,6 +150,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	if err != nil {
 		return err
 	}
+	s.clearDeferWords(words)
 	r := region{base: base, words: words, lo: lo, hi: lo + full, gLo: gLo, gHi: gHi}
 	if err := s.sortLive(&r); err != nil {
 		return err
@@ -159,6 +162,7 @@ func (c *stackChunk) captureIn(s *captureScratch, boundary uintptr, pc uintptr, 
 	}
 	s.partition()
 	c.push(s)
+	s.unlinkDefers(rt.CurG()) // committed: the records are the chunk's
 	return nil
 }
 
@@ -268,21 +272,6 @@ func (s *captureScratch) outerArguments(barrier bool) (full uintptr, err error) 
 	return uintptr(s.frames[len(s.frames)-1].fp) + uintptr(outer.args), nil
 }
 
-// checkDefers pins the region if a defer record lies in it. The record
-// would dangle once the frames move (design.md invariant 3).
-func (s *captureScratch) checkDefers(g *rt.G, base unsafe.Pointer) error {
-	if g.Defer == nil {
-		return nil
-	}
-	size := uintptr(s.frames[len(s.frames)-1].fp)
-	loOff, hiOff := g.StackHi-uintptr(base), g.StackHi-uintptr(base)-size
-	if top, ok := deferIn(g, loOff, hiOff); ok {
-		// Name the frame the record belongs to.
-		return &errPinned{pinning.DeferRecord, s.framePC(uint32(g.StackHi - uintptr(base) - top))}
-	}
-	return nil
-}
-
 // findObjects lists the region's stack objects (if objects) and the
 // frames that save a frame pointer. A saved frame pointer is no Go
 // pointer. It must point into the region (design.md invariant 3, which
@@ -344,6 +333,9 @@ func (s *captureScratch) sortLive(r *region) error {
 				return &errPinned{pinning.StackPointer, f.pc}
 			}
 		}
+	}
+	if s.sortDeferFns(r) {
+		return &errPinned{pinning.StackPointer, s.frames[0].pc}
 	}
 	for len(s.work) > 0 {
 		w := s.work[len(s.work)-1]
@@ -583,22 +575,6 @@ func (s *captureScratch) framePC(off uint32) uintptr {
 		}
 	}
 	return 0
-}
-
-// deferIn reports whether a defer record of g belongs to a frame whose SP
-// lies between the offsets loOff and hiOff below g's stack top (loOff is
-// the larger), and returns that SP as an offset below the stack top.
-// Offsets, not addresses: this call may move the stack.
-func deferIn(g *rt.G, loOff, hiOff uintptr) (uintptr, bool) {
-	found, at := false, uintptr(0)
-	g.DeferOffsets(func(off uintptr) bool {
-		if hiOff < off && off <= loOff {
-			found, at = true, off
-			return false
-		}
-		return true
-	})
-	return at, found
 }
 
 // maxWords bounds the words snapshot copies: 8 GB of them.

@@ -198,12 +198,16 @@ func TestCaptureRegion(t *testing.T) {
 //go:noinline
 func capPlain(c *stackChunk, boundary uintptr) error { return c.capture(boundary, false, nil) }
 
+// capWithRangeFuncDefer captures from a range-over-func loop body that
+// has deferred a call: a range-over-func defer record, which pins.
+//
 //go:noinline
-func capWithLoopDefer(c *stackChunk, boundary uintptr) error {
-	for i := 0; i < 1; i++ {
+func capWithRangeFuncDefer(c *stackChunk, boundary uintptr) (err error) {
+	for range func(body func() bool) { body() } {
 		defer func() {}()
+		err = c.capture(boundary, false, nil)
 	}
-	return c.capture(boundary, false, nil)
+	return err
 }
 
 // callMakeFunc calls f from a function made by reflect.MakeFunc: through
@@ -229,8 +233,8 @@ func TestCapturePins(t *testing.T) {
 	}
 	b := capBoundary(capCall)
 	var err error
-	capCall(func() { err = capWithLoopDefer(&c, b) })
-	check("defer record in the region", pinning.DeferRecord, err)
+	capCall(func() { err = capWithRangeFuncDefer(&c, b) })
+	check("range-over-func defer record in the region", pinning.DeferRecord, err)
 
 	capCall(func() { pinning.Do(func() { err = capPlain(&c, b) }) })
 	check("pinning.Do", pinning.CriticalSection, err)

@@ -239,10 +239,11 @@ func (c *stackChunk) push(s *captureScratch) {
 	for r := range nrec {
 		fs, fe := s.recordFrames(r)
 		nw := int(s.frames[fe-1].fp-s.frames[fs].sp+s.argsOf(fe-1)) / int(wordSize)
-		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeaderWords
+		total += nw + int(s.count[2*r]+2*s.count[2*r+1]+1)/2 + arch.RecordHeaderWords + s.deferTableWords(fs, fe)
 	}
 	np := len(s.ptrAt)
-	c.reserve(total, np, true)
+	_, nheap := s.deferWords(0, len(s.frames))
+	c.reserve(total, np+nheap, true)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	mem, ptrs := c.memory(), c.pointers()
 
@@ -283,7 +284,7 @@ func (c *stackChunk) push(s *captureScratch) {
 		rb := s.frames[fs].sp / uint32(wordSize) // the record's first word in the region
 		nw := (s.frames[fe-1].fp - s.frames[fs].sp + s.argsOf(fe-1)) / uint32(wordSize)
 		npr, nrr := int(s.count[2*r]), int(s.count[2*r+1])
-		rec := mem[top : top+int(nw)+(npr+2*nrr+1)/2+arch.RecordHeaderWords]
+		rec := mem[top : top+int(nw)+(npr+2*nrr+1)/2+s.deferTableWords(fs, fe)+arch.RecordHeaderWords]
 		copy(rec, s.words[rb:rb+nw])
 		tab := rec[nw:]
 		ptrAt := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tab))), npr)
@@ -316,8 +317,11 @@ func (c *stackChunk) push(s *captureScratch) {
 			}
 		}
 		bpFirst := s.chainBPs(rec, fs, fe, rb, outerBP)
+		_, nh := s.deferWords(fs, fe)
+		moved := s.putDefers(rec, ptrs[ptop:ptop+nh], fs, fe, rb*uint32(wordSize))
+		ptop += nh
 		*arch.HeaderOf(rec) = arch.RecordHeader{
-			Flags:   recordFlags(defers, bpFirst),
+			Flags:   recordFlags(defers, bpFirst) | moved,
 			Args:    s.argsOf(fe-1) / uint32(wordSize),
 			BP:      s.frames[fs].fp - 2*uint32(wordSize) - rb*uint32(wordSize),
 			OuterBP: outerBP,
@@ -376,8 +380,9 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	nw := len(s.words)
 	np := len(s.ptrAt)
 	nr := len(s.refs) + len(s.weak)
-	size := nw + (np+2*nr+1)/2 + arch.RecordHeaderWords
-	c.reserve(size, np, false)
+	_, nh := s.deferWords(0, len(s.frames))
+	size := nw + (np+2*nr+1)/2 + s.deferTableWords(0, len(s.frames)) + arch.RecordHeaderWords
+	c.reserve(size, np+nh, false)
 	top, ptop := int(c.MemTop), int(c.PtrTop)
 	rec, ptrs := c.memory()[top:top+size], c.pointers()
 	copy(rec, s.words)
@@ -398,8 +403,9 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 		outerBP = uint32(s.outerBP)
 	}
 	bpFirst := s.chainBPs(rec, 0, len(s.frames), 0, outerBP)
+	moved := s.putDefers(rec, ptrs[ptop+np:ptop+np+nh], 0, len(s.frames), 0)
 	*arch.HeaderOf(rec) = arch.RecordHeader{
-		Flags:   recordFlags(defers, bpFirst),
+		Flags:   recordFlags(defers, bpFirst) | moved,
 		Args:    s.outerArgs / uint32(wordSize),
 		BP:      s.frames[0].fp - 2*uint32(wordSize),
 		OuterBP: outerBP,
@@ -410,6 +416,7 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 		Ptrs:    uint32(np),
 		Len:     uintptr(size),
 	}
+	np += nh
 	c.MemTop = uintptr(top + size)
 	c.PtrTop = uintptr(ptop + np)
 	if int(c.ptrHigh) > ptop+np {

@@ -184,7 +184,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool, limit int) *captureTem
 // published template of the same chain, and publishes a new one otherwise.
 func (s *captureScratch) templateFor() *captureTemplate {
 	nf := len(s.frames)
-	if nf == 0 || s.objects || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
+	if nf == 0 || s.objects || len(s.defs) != 0 || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
 		return nil
 	}
 	var pcs [maxTemplateFrames]uintptr

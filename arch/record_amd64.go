@@ -22,8 +22,8 @@ import "unsafe"
 // word per frame less than a reference. With OuterBP == NoBP there is no
 // chain.
 type RecordHeader struct {
-	// Flags holds RecordDefers and, from bit BPShift, the word index of
-	// the first saved-BP slot of the chain.
+	// Flags holds RecordDefers, RecordMoved and, from bit BPShift, the
+	// word index of the first saved-BP slot of the chain.
 	Flags uint32
 	// Args is the outermost frame's argument words, the image's last.
 	Args uint32
@@ -50,10 +50,14 @@ const RecordHeaderWords = int(unsafe.Sizeof(RecordHeader{}) / unsafe.Sizeof(uint
 
 // BPShift is where the first saved BP's word index sits in Flags, above
 // the flags, which may use only the bits below it.
-const BPShift = 1
+const BPShift = 2
 
 // RecordDefers marks a record holding a frame with deferred calls pending.
 const RecordDefers = 1
+
+// RecordMoved marks a record that carries runtime defer records of its
+// frames. Thaw calls RelinkDefers before it copies such a record.
+const RecordMoved = 2
 
 // NoBP marks a record whose outermost frame saves no frame pointer.
 const NoBP = 0xFFFFFFFF

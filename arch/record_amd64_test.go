@@ -38,8 +38,8 @@ func TestRecordHeaderLayout(t *testing.T) {
 	if off := unsafe.Offsetof(RecordHeader{}.Len); off != size-8 {
 		t.Errorf("RecordHeader.Len at offset %d, want the last word (%d)", off, size-8)
 	}
-	if RecordDefers >= 1<<BPShift {
-		t.Errorf("RecordDefers %#x overlaps the saved-BP index at bit %d", RecordDefers, BPShift)
+	if RecordDefers|RecordMoved >= 1<<BPShift || RecordDefers&RecordMoved != 0 {
+		t.Errorf("RecordDefers %#x and RecordMoved %#x overlap each other or the saved-BP index at bit %d", RecordDefers, RecordMoved, BPShift)
 	}
 }
 

@@ -81,6 +81,16 @@ func Enter(l *Link, fn func())
 //go:noescape
 func Thaw(l *Link, rethrow uintptr, ret unsafe.Pointer)
 
+// RelinkDefers links the runtime defer records that l's last record
+// carries (RecordMoved) into the goroutine's defer chain. sp is Thaw's SP:
+// the record's frames will lie just beneath it. Thaw calls it, by
+// ABIInternal, before it copies the record, once the record fits. It runs
+// between a frame's return into Thaw and the copy, where result registers
+// saved in Thaw's frame may hold pointers the collector cannot see. So it
+// must be nosplit and call nothing that reaches a safe point. The engine
+// sets it once, before it writes any record with RecordMoved.
+var RelinkDefers func(l *Link, sp uintptr)
+
 // JumpBack discards every frame below Enter's (whose SP is topOff below the
 // goroutine's stack top) and returns from Enter's call of its body.
 //

@@ -75,8 +75,44 @@ thaw:
 	MOVQ	R11, (REGS+64)(SP)
 next:
 	MOVQ	l+0(FP), R8
-	CMPQ	Link_MemTop(R8), $0
-	JNE	thaw
+	MOVQ	Link_MemTop(R8), R9
+	TESTQ	R9, R9
+	JEQ	done
+	MOVQ	Link_Mem(R8), R10
+	LEAQ	-RecordHeader__size(R10)(R9*8), R11	// R11: the last record's header
+	MOVL	RecordHeader_Flags(R11), AX
+	TESTL	$const_RecordMoved, AX
+	JEQ	thaw
+	// The record carries defer records: RelinkDefers links them, once
+	// the record fits (thawPop's room check, with Thaw's SP). A record
+	// that does not fit goes to thawPop first, which grows the stack and
+	// returns here.
+	MOVLQZX	RecordHeader_Words(R11), R13
+	MOVLQZX	RecordHeader_Args(R11), AX
+	SUBQ	AX, R13
+	SHLQ	$3, R13
+	MOVQ	SP, DI
+	SUBQ	R13, DI	// DI: the record's base on the stack
+	MOVQ	(TLS), R12
+	MOVQ	0(R12), R12	// g.stack.lo
+	ADDQ	$(const_ThawHeadroom+8), R12
+	CMPQ	DI, R12
+	JCS	thaw
+	// RelinkDefers(l, Thaw's SP), by ABIInternal. Sixteen bytes below
+	// SP are its register arguments' spill space, which would otherwise
+	// be the argument area at the bottom of this frame.
+	MOVQ	SP, BX
+	MOVQ	R8, AX
+	ADJSP	$16
+	MOVQ	·RelinkDefers(SB), DX
+	MOVQ	0(DX), R12
+	MOVQ	(TLS), R14
+	XORPS	X15, X15
+	CALL	R12
+	ADJSP	$-16
+	MOVQ	l+0(FP), R8
+	JMP	thaw
+done:
 	RET
 
 // thawPop copies l's last record (R8 = l) beneath Thaw's frame, pops it,

@@ -10,24 +10,26 @@ import (
 	"github.com/weftrt/weft/scope"
 )
 
-// pinFrameOwner has a defer record (a defer in a loop) and yields through
-// pinFrameInlined, which the compiler inlines into it: the return address
-// in its frame is then one that runtime.CallersFrames attributes first to
-// pinFrameInlined, a function without any defer.
+// pinFrameOwner has a range-over-func defer record, which pins, and yields
+// through pinFrameInlined from the loop body. The loop's iterator is
+// inlined into it: the return address in its frame is then one that
+// runtime.CallersFrames attributes first to pinFrameInlined, a function
+// without any defer.
 //
 //go:noinline
 func pinFrameOwner(yield func()) (n int) {
-	for i := 0; i < 1; i++ {
+	for range pinFrameInlined {
 		defer func() { n++ }()
+		yield()
 	}
-	pinFrameInlined(yield)
 	return 10
 }
 
 // pinFrameInlined is small enough to be inlined into pinFrameOwner.
-func pinFrameInlined(yield func()) { yield() }
+func pinFrameInlined(body func() bool) { body() }
 
-// TestPinFrameDeferRecordOwner: a yield pinned by a defer record names the
+// TestPinFrameDeferRecordOwner: a yield pinned by a defer record (a
+// range-over-func one: the others move) names the
 // function whose frame has the record, not a function inlined into it that
 // was calling out when the yield came (http.ReadRequest's defer, not
 // net/textproto.(*Reader).ReadMIMEHeader, a defer-free wrapper inlined

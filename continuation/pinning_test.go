@@ -221,18 +221,35 @@ func pinDeferLoop(yield func()) (n int) {
 	return n
 }
 
-// TestPinDeferRecord: a yield while a frame of the region has a defer record
-// pins with DeferRecord, and the deferred call still runs when that frame
-// returns.
+// pinDeferRangeFunc yields from a range-over-func loop body that has
+// deferred a call: the runtime keeps that call in a range-over-func defer
+// record of this frame, which the stack-copying backend does not move.
+func pinDeferRangeFunc(yield func()) (n int) {
+	for range func(body func() bool) { body() } {
+		defer func() { n += 100 }()
+		n = 1
+		pinCallYield(yield)
+		n += 10
+	}
+	return n
+}
+
+// TestPinDeferRecord: a yield while a frame of the region has a
+// range-over-func defer record pins with DeferRecord, and the deferred
+// call still runs when that frame returns. A frame with plain defer
+// records, on the heap (a defer in a loop) or on the stack (fmt's, around
+// a String method), does not pin: its records move with it.
 func TestPinDeferRecord(t *testing.T) {
+	t.Run("RangeFunc", func(t *testing.T) {
+		pinCheck(t, pinScenario{reason: pinning.DeferRecord, provoke: pinDeferRangeFunc, want: 111})
+	})
 	t.Run("Heap", func(t *testing.T) {
-		pinCheck(t, pinScenario{reason: pinning.DeferRecord, provoke: pinDeferLoop, want: 111})
+		pinCheck(t, pinScenario{provoke: pinDeferLoop, want: 111})
 	})
 	// fmt calls String and Error methods from a frame whose defers the
 	// compiler allocates on the stack, not open-coded: a record too.
 	t.Run("Stack", func(t *testing.T) {
 		pinCheck(t, pinScenario{
-			reason: pinning.DeferRecord,
 			provoke: func(yield func()) int {
 				n := 1
 				if got := fmt.Sprint(pinStringer{yield, &n}); got != "stringer" {
@@ -525,6 +542,17 @@ func pinNested(t *testing.T, reason pinning.Reason, portablePins bool, wrap func
 	}
 }
 
+// pinDeferRangeFuncAround calls f from a range-over-func loop body that
+// has deferred a call (a range-over-func defer record, which pins).
+//
+//go:noinline
+func pinDeferRangeFuncAround(f func()) {
+	for range func(body func() bool) { body() } {
+		defer func() {}()
+		f()
+	}
+}
+
 // pinDeferLoopAround runs f in a frame with a defer record.
 //
 //go:noinline
@@ -548,7 +576,10 @@ func TestPinNested(t *testing.T) {
 		pinNested(t, pinning.ReflectFrame, false, pinMakeFunc)
 	})
 	t.Run("DeferRecord", func(t *testing.T) {
-		pinNested(t, pinning.DeferRecord, false, pinDeferLoopAround)
+		pinNested(t, pinning.DeferRecord, false, pinDeferRangeFuncAround)
+	})
+	t.Run("MovedDeferRecord", func(t *testing.T) {
+		pinNested(t, 0, false, pinDeferLoopAround)
 	})
 	t.Run("AssemblyFrame", func(t *testing.T) {
 		reason := pinning.AssemblyFrame

@@ -26,7 +26,7 @@ func TestMirrorsMatchDWARF(t *testing.T) {
 		rename  map[string]string // mirror field -> runtime field path
 	}{
 		{"runtime.g", G{}, map[string]string{"StackLo": "stack.lo", "StackHi": "stack.hi", "Panic": "_panic", "Defer": "_defer"}},
-		{"runtime._defer", deferRecord{}, nil},
+		{"runtime._defer", Defer{}, map[string]string{"SP": "sp", "PC": "pc"}},
 		{"runtime.moduledata", moduledata{}, nil},
 		{"runtime._func", _func{}, nil},
 		{"runtime.functab", functab{}, nil},

@@ -24,15 +24,18 @@ type G struct {
 // CurG returns the calling goroutine's g.
 func CurG() *G { return (*G)(arch.GPointer()) }
 
-// deferRecord mirrors runtime._defer (identical in Go 1.25, 1.26 and 1.27).
-type deferRecord struct {
-	heap      bool
-	rangefunc bool
-	sp        uintptr // SP of the deferring function's frame
-	pc        uintptr
-	fn        func()
-	link      *deferRecord
-	head      unsafe.Pointer
+// Defer mirrors runtime._defer (identical in Go 1.25, 1.26 and 1.27). A
+// record is on the heap (deferproc) or is a stack object of the frame that
+// deferred the call (deferprocStack). Verify checks every field weft reads
+// or writes against what a goroutine can observe.
+type Defer struct {
+	Heap      bool           // allocated by deferproc
+	Rangefunc bool           // a range-over-func loop body's list
+	SP        uintptr        // SP of the deferring function's frame
+	PC        uintptr        // where the deferring frame called deferproc
+	Fn        func()         // the deferred call; may be a stack closure
+	Link      *Defer         // the next older record, on the heap or a stack
+	Head      unsafe.Pointer // with Rangefunc: *atomic.Pointer[_defer]
 }
 
 // DeferOffsets calls yield with the frame SP of each defer record linked
@@ -41,9 +44,19 @@ type deferRecord struct {
 // right if the stack moves while yield runs. Open-coded defers have no
 // record; defers in loops, and every defer in code built with -N, do.
 func (g *G) DeferOffsets(yield func(off uintptr) bool) {
-	for d := (*deferRecord)(g.Defer); d != nil; d = d.link {
-		if !yield(g.StackHi - d.sp) {
+	for d := (*Defer)(g.Defer); d != nil; d = d.Link {
+		if !yield(g.StackHi - d.SP) {
 			return
 		}
 	}
+}
+
+// SetDefer makes d the head of g's defer chain. It writes g._defer without
+// a write barrier, as the runtime's deferprocStack does: the collector
+// marks every record of the chain when it scans the stack, and d must be
+// linked already where the collector sees it (a chain or a stack record).
+//
+//go:nosplit
+func (g *G) SetDefer(d uintptr) {
+	*(*uintptr)(unsafe.Pointer(&g.Defer)) = d
 }
