@@ -103,6 +103,11 @@ type diffNode struct {
 	deferGoexit int
 	gxLate      bool
 
+	// call: the runtime defer records of a frame around the call's frame
+	// (recordsFrame): 0 for none, k > 0 for k calls deferred in a loop
+	// (heap records), -1 for nine deferred calls (stack records).
+	records int
+
 	// panic: panics only if the goroutine is exiting by Goexit (a panic
 	// that no enclosing call need recover: it may escape the goroutine).
 	exiting bool
@@ -154,6 +159,9 @@ func (p *diffProgram) String() string {
 			}
 			if n.deferTrace {
 				b.WriteString(" defer")
+			}
+			if n.records != 0 {
+				fmt.Fprintf(&b, " records %d", n.records)
 			}
 			if n.recovers {
 				b.WriteString(" recover")
@@ -207,7 +215,7 @@ func (p *diffProgram) String() string {
 // the test can insist the generator does not degrade into trivial programs.
 type diffStats struct {
 	yields, outerYields, shadowed, nests, crossG, panics, rethrows, deep, loops, defers int
-	deferYields, maps                                                                   int
+	deferYields, maps, records                                                          int
 	// In programs with Goexit: the programs, Goexit nodes, deferred calls
 	// that may call Goexit, panic while exiting, or run a nested
 	// continuation, and panic nodes that panic while exiting.
@@ -240,6 +248,9 @@ type diffGen struct {
 	labels    int // scope identities handed out
 	stats     *diffStats
 	gx        bool // the program may end by Goexit: it has the nodes for it
+	// rec draws the call nodes' runtime defer records (diffNode.records),
+	// apart from r: the other draws are what they were without them.
+	rec *rand.Rand
 }
 
 // diffCtx describes the position of the code being generated.
@@ -262,7 +273,7 @@ const (
 )
 
 func diffGenerate(seed uint64, stats *diffStats) *diffProgram {
-	g := &diffGen{r: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), stats: stats}
+	g := &diffGen{r: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), stats: stats, rec: rand.New(rand.NewPCG(seed, 0xdefe7))}
 	switch x := g.r.IntN(10); {
 	case x < 2:
 		g.maxNodes = 2 + g.r.IntN(8)
@@ -356,6 +367,13 @@ func (g *diffGen) callHead(ctx diffCtx) (*diffNode, diffCtx) {
 	}
 	if g.gx {
 		g.gxDeferred(n, ctx)
+	}
+	if g.rec.IntN(5) == 0 {
+		n.records = -1
+		if g.rec.IntN(2) == 0 {
+			n.records = 1 + g.rec.IntN(3)
+		}
+		g.stats.records++
 	}
 	ctx.canPanic = ctx.canPanic || n.recovers
 	ctx.frames++
@@ -696,10 +714,10 @@ func (in *diffInterp) seq(kids []*diffNode, e *diffEnv, acc uint64, p *uint64) u
 func (in *diffInterp) exec(n *diffNode, e *diffEnv, acc uint64, p *uint64) uint64 {
 	switch n.op {
 	case diffOpCall:
-		if n.viaReflect {
-			return in.reflectCallFrame(n, e, acc)
+		if n.records != 0 {
+			return in.recordsFrame(n, e, acc)
 		}
-		return in.callFrame(n, e, acc)
+		return in.callNode(n, e, acc)
 	case diffOpYield:
 		in.yield(n, e)
 		return diffMix(acc, uint64(n.id))
@@ -858,6 +876,44 @@ func (in *diffInterp) callFrame(n *diffNode, e *diffEnv, arg uint64) (res uint64
 	in.ev("C", n.id, int(res%100000))
 	normal = true
 	return res
+}
+
+// callNode runs call node n's frame, through reflect.Value.Call if the
+// node says so.
+func (in *diffInterp) callNode(n *diffNode, e *diffEnv, acc uint64) uint64 {
+	if n.viaReflect {
+		return in.reflectCallFrame(n, e, acc)
+	}
+	return in.callFrame(n, e, acc)
+}
+
+// recordsFrame runs call node n's frame under a frame with runtime defer
+// records (diffNode.records): calls deferred in a loop, or nine deferred
+// calls, whose closures are on the stack and share a local. Each records
+// an event as it runs: by the frame's return, or by a panic or Goexit
+// passing it.
+//
+//go:noinline
+func (in *diffInterp) recordsFrame(n *diffNode, e *diffEnv, acc uint64) (res uint64) {
+	if n.records > 0 {
+		for i := range n.records {
+			defer func() { in.ev("R", n.id, i); res = diffMix(res, uint64(i)) }()
+		}
+		return in.callNode(n, e, acc)
+	}
+	local := int(acc % 1000)
+	defer func() { in.ev("R", n.id, local); res = diffMix(res, uint64(local)) }()
+	defer func() { local++ }()
+	defer func() { local += 2 }()
+	defer func() { local *= 3 }()
+	defer func() { local++ }()
+	defer func() { local += 5 }()
+	defer func() { local *= 7 }()
+	defer func() { local++ }()
+	defer func() { in.ev("R", n.id, local) }()
+	r := in.callNode(n, e, acc)
+	local += int(r % 100)
+	return r
 }
 
 // gxDeferred is the deferred call of call node n that programs with Goexit
@@ -1292,10 +1348,11 @@ func TestDifferential(t *testing.T) {
 			"resumes on other goroutines": stats.crossG, "panics": stats.panics,
 			"rethrows": stats.rethrows, "deep recursions": stats.deep, "loops": stats.loops,
 			"defers": stats.defers, "yields in deferred calls": stats.deferYields,
-			"strings.Map callbacks": stats.maps,
-			"calls through reflect": stats.reflectCalls,
-			"yields under reflect":  stats.reflectYields,
-			"programs with Goexit":  stats.gxPrograms, "goexit nodes": stats.goexits,
+			"strings.Map callbacks":             stats.maps,
+			"calls through reflect":             stats.reflectCalls,
+			"yields under reflect":              stats.reflectYields,
+			"frames with runtime defer records": stats.records,
+			"programs with Goexit":              stats.gxPrograms, "goexit nodes": stats.goexits,
 			"Goexits in deferred calls":                       stats.deferGoexits,
 			"deferred calls that panic during a Goexit":       stats.deferPanics,
 			"nested continuations run by deferred calls":      stats.deferNests,
