@@ -187,20 +187,26 @@ func (s *captureScratch) putDefers(rec []uintptr, ptrs []unsafe.Pointer, fs, fe 
 }
 
 // unlinkDefers removes the region's defer records from g's chain, once
-// the capture has committed: g._defer becomes the first record outside
-// the region. A heap record's link, which points out of the region, is
-// cleared; the thaw sets it.
+// the capture has committed. A heap record's link, which points out of the
+// region, is cleared; the thaw sets it. The records of the frames between
+// the region and arch.Enter's go too: arch.JumpBack discards those frames
+// (the host's, whose deferred call has a record in code built with -N).
+// g._defer becomes the first record of a frame that stays.
 func (s *captureScratch) unlinkDefers(g *rt.G) {
-	if len(s.defs) == 0 {
+	d := (*rt.Defer)(g.Defer)
+	if d == nil {
 		return
 	}
-	d := (*rt.Defer)(g.Defer)
 	for range s.defs {
 		next := d.Link
 		if d.Heap {
 			d.Link = nil
 		}
 		d = next
+	}
+	enter := g.StackHi - s.c.TopOff
+	for d != nil && d.SP < enter {
+		d = d.Link
 	}
 	g.SetDefer(uintptr(unsafe.Pointer(d)))
 	for i := range s.defs {

@@ -35,11 +35,12 @@ func stackCopyCheck() error {
 
 // checkOpenCodedDefers makes sure this package's deferred calls are
 // open-coded. Built with -N (optimisations off, as debuggers build), every
-// defer gets a runtime record instead. The record of (*Cont).mounted's
-// frame would then pin every yield to an enclosing scope (DeferRecord):
-// that frame lies in the enclosing continuation's region. It looks at
-// deferShape, compiled with the same flags as mounted. Naming mounted here
-// would make an initialization cycle.
+// defer gets a runtime record instead, and every deferred call runs from
+// runtime.deferreturn, whose frame pins a yield in it. Such a build has not
+// passed the continuation tests under the stack-copying backend, so it
+// runs the portable one. It looks at deferShape, compiled with the same
+// flags as the engine. Naming (*Cont).mount here would make an
+// initialization cycle.
 func checkOpenCodedDefers() error {
 	pc := reflect.ValueOf(deferShape).Pointer()
 	f := rt.FindFunc(pc)
@@ -47,12 +48,12 @@ func checkOpenCodedDefers() error {
 		return fmt.Errorf("the probe function deferShape was not found at %#x (found %q)", pc, f.Name())
 	}
 	if f.FuncData(rt.FUNCDATAOpenCodedDeferInfo) == nil {
-		return errors.New("weft was built with optimisations off (-gcflags=-N): its deferred calls have runtime records, which would pin every nested yield")
+		return errors.New("weft was built with optimisations off (-gcflags=-N): the stack-copying backend is not verified for such builds")
 	}
 	return nil
 }
 
-// deferShape defers a call the way (*Cont).mounted does.
+// deferShape defers a call the way (*Cont).mount does.
 //
 //go:noinline
 func deferShape(p *int) {
