@@ -13,11 +13,24 @@ package continuation_test
 // does.
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/pinning"
@@ -284,4 +297,144 @@ func TestDeferRecordsMoveAbandoned(t *testing.T) {
 	if got := log.get(); !slices.Equal(got, want) {
 		t.Fatalf("deferred calls ran as %v, want %v", got, want)
 	}
+}
+
+// dfPipe is one direction of an in-memory connection between two
+// continuations: Read yields while it is empty.
+type dfPipe struct {
+	s   *scope.Scope
+	buf bytes.Buffer
+}
+
+// dfConn reads from in, yielding to its continuation while in is empty,
+// and writes to out.
+type dfConn struct {
+	in, out *dfPipe
+	yields  *int
+}
+
+func (c dfConn) Read(p []byte) (int, error) {
+	for c.in.buf.Len() == 0 {
+		*c.yields++
+		if !continuation.Yield(c.in.s) {
+			return 0, errors.New("pinned")
+		}
+	}
+	return c.in.buf.Read(p)
+}
+
+func (c dfConn) Write(p []byte) (int, error)      { return c.out.buf.Write(p) }
+func (c dfConn) Close() error                     { return nil }
+func (c dfConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c dfConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c dfConn) SetDeadline(time.Time) error      { return nil }
+func (c dfConn) SetReadDeadline(time.Time) error  { return nil }
+func (c dfConn) SetWriteDeadline(time.Time) error { return nil }
+
+// dfRunPair runs two continuations in turn on this goroutine until both
+// are done, and fails if either pins or they stop making progress.
+func dfRunPair(t *testing.T, a, b *continuation.Continuation) {
+	t.Helper()
+	for i := 0; !a.IsDone() || !b.IsDone(); i++ {
+		if i > 1000 {
+			t.Fatal("the continuations did not finish")
+		}
+		if !a.IsDone() {
+			a.Run()
+		}
+		if !b.IsDone() {
+			b.Run()
+		}
+	}
+}
+
+// TestDeferRecordsMoveThroughHTTP: http.ReadRequest and
+// (*http.Request).Write, whose deferred calls have runtime records, on a
+// connection whose reads yield: a server reading two keep-alive requests
+// and a client writing them, in two continuations on one goroutine.
+func TestDeferRecordsMoveThroughHTTP(t *testing.T) {
+	sc, ss := scope.New("client"), scope.New("server")
+	toServer, toClient := &dfPipe{s: ss}, &dfPipe{s: sc}
+	var yields int
+	var got []string
+	pinned := func(_ *continuation.Continuation, r pinning.Reason) { t.Errorf("pinned: %v", r) }
+	server := continuation.New(ss, func() {
+		br := bufio.NewReader(dfConn{toServer, toClient, &yields})
+		for range 2 {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				t.Errorf("ReadRequest: %v", err)
+				return
+			}
+			body, _ := io.ReadAll(req.Body)
+			got = append(got, req.Method+" "+req.URL.Path+" "+string(body))
+		}
+	}, continuation.WithOnPinned(pinned))
+	client := continuation.New(sc, func() {
+		for i, path := range []string{"/a", "/b"} {
+			req, _ := http.NewRequest("POST", "http://x"+path, strings.NewReader(fmt.Sprint("body", i)))
+			if err := req.Write(dfConn{toClient, toServer, &yields}); err != nil {
+				t.Errorf("Write: %v", err)
+			}
+			continuation.Yield(sc) // the server reads it meanwhile
+		}
+	}, continuation.WithOnPinned(pinned))
+	dfRunPair(t, server, client)
+	if want := []string{"POST /a body0", "POST /b body1"}; !slices.Equal(got, want) || yields == 0 {
+		t.Fatalf("server read %q with %d yields, want %q", got, yields, want)
+	}
+}
+
+// TestDeferRecordsMoveThroughTLSHandshake: a TLS client and server, each a
+// continuation, on one goroutine, over connections whose reads yield: the
+// handshakes (crypto/tls.(*Conn).handshakeContext has a deferred call with
+// a runtime record) and one message each way.
+func TestDeferRecordsMoveThroughTLSHandshake(t *testing.T) {
+	cert := dfCert(t)
+	sc, ss := scope.New("tls client"), scope.New("tls server")
+	toServer, toClient := &dfPipe{s: ss}, &dfPipe{s: sc}
+	var yields int
+	var got [2]string
+	pinned := func(_ *continuation.Continuation, r pinning.Reason) { t.Errorf("pinned: %v", r) }
+	server := continuation.New(ss, func() {
+		c := tls.Server(dfConn{toServer, toClient, &yields}, &tls.Config{Certificates: []tls.Certificate{cert}})
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Errorf("server: %v", err)
+			return
+		}
+		got[0] = string(buf)
+		c.Write([]byte("world"))
+	}, continuation.WithOnPinned(pinned))
+	client := continuation.New(sc, func() {
+		c := tls.Client(dfConn{toClient, toServer, &yields}, &tls.Config{InsecureSkipVerify: true})
+		if _, err := c.Write([]byte("hello")); err != nil {
+			t.Errorf("client: %v", err)
+			return
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Errorf("client: %v", err)
+		}
+		got[1] = string(buf)
+	}, continuation.WithOnPinned(pinned))
+	dfRunPair(t, client, server)
+	if got != [2]string{"hello", "world"} || yields == 0 {
+		t.Fatalf("got %q with %d yields", got, yields)
+	}
+}
+
+// dfCert makes a self-signed certificate for the TLS test.
+func dfCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"x"}}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
