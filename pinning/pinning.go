@@ -48,11 +48,12 @@ const (
 	// argument map is known only at run time. A yield under
 	// reflect.Value.Call, CallSlice or Method(i).Call does not pin.
 	ReflectFrame
-	// DeferRecord: a defer record points into the region: a frame there
-	// has a defer the compiler did not open-code, whose record, on the
-	// heap or on the stack, is linked from the goroutine (a defer in a
-	// loop, a function with many defers or returns, such as fmt's calls
-	// of String and Error methods, or any defer in code built with -N).
+	// DeferRecord: a frame in the region has a defer record the
+	// stack-copying backend cannot move: a defer in the body of a
+	// range-over-func loop (such as for v := range seq), whose record
+	// the runtime shares with the loop's iterator. Other defer records
+	// (a defer in a loop, a function with many defers or returns, such as
+	// fmt's calls of String and Error methods) move with their frames.
 	DeferRecord
 	// PanicRecord: a panic is in progress in the region (the yield is in a
 	// deferred call run by a panic).

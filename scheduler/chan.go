@@ -464,7 +464,8 @@ func (c *Chan[T]) sendLocked(v T) bool {
 // Each step is a Recv: a virtual thread parks while it waits, a goroutine
 // blocks. A loop that stops early leaves the values it did not take in c.
 // A defer statement in the loop's body gives the enclosing function a
-// heap defer record. That pins a virtual thread's stack, so its waits
+// range-over-func defer record, which the stack-copying backend cannot
+// move. That pins a virtual thread's stack, so its waits
 // block the carrier, as any pinned park does. Put the body in a function
 // of its own to defer there.
 func (c *Chan[T]) All() iter.Seq[T] {
