@@ -2,7 +2,10 @@
 
 package rt
 
-import "unsafe"
+import (
+	"errors"
+	"unsafe"
+)
 
 // G is not mirrored for this Go release or architecture.
 type G struct {
@@ -30,3 +33,8 @@ func CurLockCount() uint32 { return 0 }
 
 // LockCount reads 0: the layout of g is not mirrored here.
 func (g *G) LockCount() uint32 { return 0 }
+
+// verifyDefers fails: the layout of runtime._defer is not mirrored here.
+func verifyDefers(*G) error {
+	return errors.New("weft/internal/rt: runtime._defer is not mirrored for this Go release or architecture")
+}
