@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -319,15 +320,22 @@ func runtimeWait(wait string) bool {
 		strings.HasPrefix(wait, "wait for GC") || wait == "garbage collection"
 }
 
-// The frames that mark a carrier running a virtual thread, and a
-// goroutine with a virtual thread's frames on it.
-const (
-	runFrame  = "github.com/weftrt/weft/scheduler.(*carrier).run("
-	bodyFrame = "github.com/weftrt/weft/scheduler.vthreadBody("
-	// outsideFrame marks a plain goroutine running a thread as a
-	// borrowed carrier.
-	outsideFrame = "github.com/weftrt/weft/scheduler.(*Scheduler).runOutside("
+// The frames that mark a carrier running a virtual thread, a goroutine
+// with a virtual thread's frames on it, and a plain goroutine running a
+// thread as a borrowed carrier, as a traceback names them ("name(").
+// They are read from the binary, so that a copy of the module under
+// another path finds them too.
+var (
+	runFrame     = tracebackName((*carrier).run)
+	bodyFrame    = tracebackName(vthreadBody)
+	outsideFrame = tracebackName((*Scheduler).runOutside)
 )
+
+// tracebackName returns how a traceback names a call of fn: its name in
+// the runtime's tables and an opening parenthesis.
+func tracebackName(fn any) string {
+	return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name() + "("
+}
 
 // heldStack finds, in dump (runtime.Stack of every goroutine), the
 // traceback of the goroutine running the virtual thread of the carrier

@@ -3,11 +3,14 @@ package scheduler
 import (
 	"context"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weftrt/weft"
 )
 
 // heldFor is how long each holder below holds its carrier at least.
@@ -333,5 +336,36 @@ func TestHeldStack(t *testing.T) {
 	}
 	if f := siteFunction(body); f != "main.read" {
 		t.Errorf("siteFunction(portable body) = %q, want main.read", f)
+	}
+}
+
+// The frame names the monitor looks for are those a traceback prints: a
+// thread's own stack shows vthreadBody, and, on the stack-copying backend
+// where the thread runs on its carrier's goroutine, the carrier's run.
+func TestHeldFrameNames(t *testing.T) {
+	for name, want := range map[string]string{
+		runFrame:     "/scheduler.(*carrier).run(",
+		bodyFrame:    "/scheduler.vthreadBody(",
+		outsideFrame: "/scheduler.(*Scheduler).runOutside(",
+	} {
+		if !strings.HasSuffix(name, want) {
+			t.Errorf("frame name %q, want one ending in %q", name, want)
+		}
+	}
+	s := newSched(t, Options{Carriers: 1})
+	var stack string
+	vt := goOrFatal(t, s, func(ctx context.Context) error {
+		buf := make([]byte, 64<<10)
+		stack = string(buf[:runtime.Stack(buf, false)])
+		return nil
+	})
+	if err := joinWithin(t, vt); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stack, bodyFrame) {
+		t.Errorf("a thread's traceback does not name %q:\n%s", bodyFrame, stack)
+	}
+	if weft.ActiveBackend() == weft.StackCopying && !strings.Contains(stack, runFrame) && !strings.Contains(stack, outsideFrame) {
+		t.Errorf("a thread's traceback names neither %q nor %q:\n%s", runFrame, outsideFrame, stack)
 	}
 }
