@@ -1,3 +1,5 @@
+//go:build !wasm
+
 package continuation_test
 
 import (
@@ -9,7 +11,10 @@ import (
 
 // A suspended continuation, generator or coroutine resumed and suspended
 // again allocates nothing, on either backend: a yield loop is free of
-// garbage, as iter.Pull's is.
+// garbage, as iter.Pull's is. That holds where arch.HasG is true, on every
+// architecture but wasm: there the engine finds the calling goroutine by
+// parsing runtime.Stack, which allocates (arch/g_other.go), so these tests
+// are not built.
 
 // stepAllocs is testing.AllocsPerRun of step, which resumes something
 // suspended once.
