@@ -4,7 +4,8 @@
 // As in Project Loom, pinning is a property of the frames between a yield
 // point and the continuation's entry: a frame that cannot be moved (a cgo
 // or runtime frame, assembly without stack maps, a reflect.MakeFunc or
-// method-value stub, a frame that defer or panic records point into) pins the continuation, and
+// method-value stub, a frame that a panic record or a range-over-func
+// defer record points into) pins the continuation, and
 // so does a critical section entered with Do. A pinned Yield calls the
 // continuation's onPinned handler (continuation.WithOnPinned) and, if the
 // handler returns, returns false: the continuation keeps running where it
