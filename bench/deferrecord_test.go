@@ -35,21 +35,7 @@ func newWeftRecords(k int) peer {
 		})
 	})
 	c.Run()
-	return peer{
-		run: func(n int) {
-			for range n {
-				c.Run()
-			}
-		},
-		close: func() int {
-			stop = true
-			c.Run()
-			if !c.IsDone() {
-				panic("bench: weft continuation did not finish")
-			}
-			return yields
-		},
-	}
+	return weftPeer(c, &stop, &yields)
 }
 
 // BenchmarkRoundTripDeferRecord is the weft round trip with a frame above

@@ -110,21 +110,7 @@ func newWeftUnwinder(depth int) unwinder {
 		}
 	})
 	c.Run()
-	return unwinder{
-		run: func(n int) {
-			for range n {
-				c.Run()
-			}
-		},
-		close: func() int {
-			stop = true
-			c.Run()
-			if !c.IsDone() {
-				panic("bench: weft continuation did not finish")
-			}
-			return yields
-		},
-	}
+	return unwinder(weftPeer(c, &stop, &yields))
 }
 
 func newPullUnwinder(depth int) unwinder {

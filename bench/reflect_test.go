@@ -68,21 +68,7 @@ func newWeftCalling(viaReflect bool) peer {
 		}
 	})
 	c.Run()
-	return peer{
-		run: func(n int) {
-			for range n {
-				c.Run()
-			}
-		},
-		close: func() int {
-			stop = true
-			c.Run()
-			if !c.IsDone() {
-				panic("bench: weft continuation did not finish")
-			}
-			return yields
-		},
-	}
+	return weftPeer(c, &stop, &yields)
 }
 
 // newIterPullCalling: iter.Pull over a sequence whose body loops on a call

@@ -70,6 +70,13 @@ func newWeft(depth int, probe func()) peer {
 		})
 	})
 	c.Run()
+	return weftPeer(c, &stop, &yields)
+}
+
+// weftPeer drives c, suspended once, with Run. Setting *stop must end
+// c's body at its next resume; *yields counts its suspensions. Every weft
+// continuation peer in this package is driven this way.
+func weftPeer(c *continuation.Continuation, stop *bool, yields *int) peer {
 	return peer{
 		run: func(n int) {
 			for range n {
@@ -77,12 +84,12 @@ func newWeft(depth int, probe func()) peer {
 			}
 		},
 		close: func() int {
-			stop = true
+			*stop = true
 			c.Run()
 			if !c.IsDone() {
 				panic("bench: weft continuation did not finish")
 			}
-			return yields
+			return *yields
 		},
 	}
 }
