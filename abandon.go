@@ -52,10 +52,18 @@ func (c *Cont) cancel() {
 // StackTrace returns the frames of a suspended continuation, innermost
 // first, from the yield point down to the body function; frames of nested
 // continuations suspended with it come first. It returns nil if c is not
-// suspended (never run, running, or done).
+// suspended (never run, running, or done). Concurrent calls take turns:
+// each returns the frames, none returns nil because another is reading.
 func (c *Cont) StackTrace() []runtime.Frame {
-	if !c.state.CompareAndSwap(int32(stSuspended), int32(stTracing)) {
-		return nil
+	for !c.state.CompareAndSwap(int32(stSuspended), int32(stTracing)) {
+		switch state(c.state.Load()) {
+		case stTracing:
+			runtime.Gosched() // another StackTrace holds it for a moment
+		case stSuspended:
+			// The other StackTrace has just ended: try again.
+		default:
+			return nil
+		}
 	}
 	defer c.state.Store(int32(stSuspended))
 	if useStackCopy {

@@ -146,7 +146,8 @@ func (c *Continuation) Scope() *scope.Scope { return c.c.Scope() }
 // continuation's scope from inside them) come first. It returns nil when
 // the continuation is not suspended on its own scope: not yet run,
 // running, done, or suspended inside an enclosing continuation (whose
-// StackTrace includes these frames).
+// StackTrace includes these frames). It may be called from several
+// goroutines at once: the calls take turns, and each returns the frames.
 func (c *Continuation) StackTrace() []runtime.Frame {
 	frames := c.c.StackTrace()
 	runtime.KeepAlive(c) // as in Run: the trace holds the continuation's state

@@ -1932,6 +1932,37 @@ func TestStackTraceNested(t *testing.T) {
 	}
 }
 
+// TestStackTraceTakesTurns: calls of StackTrace at once on one suspended
+// continuation each return its frames; none sees nil because another
+// call is reading them.
+func TestStackTraceTakesTurns(t *testing.T) {
+	s := scope.New("trace-turns")
+	c := continuation.New(s, func() { traceMiddle(s) })
+	c.Run()
+	const tracers, calls = 4, 500
+	var wg sync.WaitGroup
+	var missed atomic.Int64
+	for range tracers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				if f := c.StackTrace(); len(f) == 0 || !strings.HasSuffix(f[0].Function, ".traceLeaf") {
+					missed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := missed.Load(); n != 0 {
+		t.Errorf("%d of %d concurrent StackTrace calls returned no trace of the suspended continuation", n, tracers*calls)
+	}
+	c.Run()
+	if !c.IsDone() {
+		t.Fatal("not done")
+	}
+}
+
 // TestStackTraceConcurrent: StackTrace from other goroutines while the
 // continuation is suspended and resumed.
 func TestStackTraceConcurrent(t *testing.T) {
