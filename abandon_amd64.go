@@ -23,6 +23,13 @@ func (c *Cont) traceFrozen() []runtime.Frame {
 	return append(frames, userFrames(pcs)...)
 }
 
+// frozenDefers reports whether a frame frozen in c, or in a continuation
+// suspended inside it, may have deferred calls pending. c's chunk alone
+// tells. A continuation suspended inside c was mounted by a Run whose
+// mount frame, frozen in c, has a deferred call pending (mount's handler
+// of an abnormal end). TestAbandonableNested fails if that changes.
+func (c *Cont) frozenDefers() bool { return c.stack.chunk.deferred }
+
 // abandonFrozen unwinds c, which Abandon has moved to cancelling, on a
 // fresh goroutine. Its Yield unwinds (stackState.cancel), and mount
 // finishes it (stackRare.abandoned).

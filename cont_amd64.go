@@ -66,7 +66,7 @@ func (c *stackState) finished(keep bool) {
 	// TestFinishedKeepsOnlyArrays fails if a field is added and not
 	// cleared here.
 	k.TopOff, k.MemTop, k.PtrTop, k.Thawed = 0, 0, 0, 0
-	k.ptrHigh, k.unwound = 0, 0
+	k.ptrHigh, k.unwound, k.deferred = 0, 0, false
 	if k.tmpl != nil {
 		k.tmpl = nil
 	}

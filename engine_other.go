@@ -38,6 +38,7 @@ type errPinned struct {
 func (c *Cont) freezeNested(*Cont) (bool, *errPinned)   { panic(noStackCopy) }
 func (c *Cont) abandonFrozen()                          { panic(noStackCopy) }
 func (c *Cont) traceFrozen() []runtime.Frame            { panic(noStackCopy) }
+func (c *Cont) frozenDefers() bool                      { panic(noStackCopy) }
 func (c *Cont) barrierPanicStack(any) []byte            { panic(noStackCopy) }
 func (t *Cont) pinnedFrom(pe *errPinned) *pinning.Error { panic(noStackCopy) }
 func stackCopyCheck() error                             { panic(noStackCopy) }

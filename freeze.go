@@ -165,17 +165,11 @@ func (t *Cont) pinnedYield(r pinning.Reason, pc uintptr) *pinning.Error {
 		frame = gls.OwnerFrame(pc)
 	}
 	perr := &pinning.Error{Reason: r, Scope: t.scope.Name(), Frame: frame}
-	if h := t.onPinned; h != nil {
-		h(t, perr)
+	if h := t.handler; h != nil && h.Pinned != nil {
+		h.Pinned(t, perr)
 	}
 	return perr
 }
-
-// SetPinnedHandler makes h run, inside Yield, for every pinned yield that
-// names c, before Yield returns the error. It is for an API that handles
-// pinned yields itself (package continuation calls its onPinned handler).
-// h may panic. It must not be changed while c is running.
-func (c *Cont) SetPinnedHandler(h func(c *Cont, perr *pinning.Error)) { c.onPinned = h }
 
 //go:noinline
 func nilScope(op string) error {

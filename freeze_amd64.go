@@ -294,6 +294,7 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	for _, off := range t.deferAt {
 		if *(*byte)(unsafe.Add(im, off)) != 0 {
 			arch.HeaderEnding(unsafe.Add(im, size*wordSize)).Flags |= arch.RecordDefers
+			c.deferred = true
 		}
 	}
 	c.MemTop = top + size

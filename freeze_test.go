@@ -288,14 +288,14 @@ func TestStackCopyYieldReturnPinned(t *testing.T) {
 				}
 			})
 		})
-		outer.SetPinnedHandler(func(c *Cont, e *pinning.Error) {
+		outer.SetHandler(&Handler{Pinned: func(c *Cont, e *pinning.Error) {
 			handled++
 			runtime.GC()
 			growBy(32) // moves the stack under the thawed frames
 			if panics {
 				panic(e)
 			}
-		})
+		}})
 		outer.Run(nil)
 		if !outer.IsDone() || !inner.IsDone() {
 			t.Fatalf("panics=%v: the continuations did not finish", panics)

@@ -416,6 +416,9 @@ func (c *Cont) mounted(owner any) {
 		c.finish()
 		return
 	}
+	if !c.armed { // its body goroutine waits
+		c.arm()
+	}
 	c.owner = nil
 	c.state.Store(int32(stSuspended))
 }

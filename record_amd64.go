@@ -43,7 +43,12 @@ type stackChunk struct {
 	// unwound counts the panics and Goexits carried into frozen frames
 	// since the engine last read it (stackState.crossing); it is here, and not
 	// in the stackState, because it fills what would be padding.
-	unwound uint32
+	unwound uint16
+	// deferred is set when a record with deferred calls pending
+	// (arch.RecordDefers) is committed, and cleared when the body ends
+	// (stackState.finished). A suspended continuation whose chunks never
+	// had one needs no Abandon (Handler.Abandonable).
+	deferred bool
 
 	// tmpl is the template of the last capture, if it qualified: the next
 	// capture tries it first (template_amd64.go).
@@ -332,6 +337,9 @@ func (c *stackChunk) push(s *captureScratch) {
 			Ptrs:    uint32(npr),
 			Len:     uintptr(len(rec)),
 		}
+		if defers || moved != 0 {
+			c.deferred = true
+		}
 		top += len(rec)
 	}
 	c.MemTop = uintptr(top)
@@ -415,6 +423,9 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 		Words:   uint32(nw),
 		Ptrs:    uint32(np),
 		Len:     uintptr(size),
+	}
+	if defers || moved != 0 {
+		c.deferred = true
 	}
 	np += nh
 	c.MemTop = uintptr(top + size)

@@ -130,7 +130,7 @@ func TestResetStartsAfresh(t *testing.T) {
 		weft.Yield(s1)
 		pinning.Do(func() { weft.Yield(s1) }) // pinned: the handler runs
 	})
-	c.SetPinnedHandler(func(*weft.Cont, *pinning.Error) { handled++ })
+	c.SetHandler(&weft.Handler{Pinned: func(*weft.Cont, *pinning.Error) { handled++ }})
 	c.Run("first owner")
 	c.Run("first owner")
 	if !c.IsDone() || handled != 1 {

@@ -147,6 +147,9 @@ mounted:
 			return
 		}
 	}
+	if !c.armed && c.frozenDefers() {
+		c.arm()
+	}
 	c.owner = nil
 	c.state.Store(int32(stSuspended))
 }

@@ -131,14 +131,16 @@ type contHead struct {
 	// counted: the record is a countedCont, whose counters follow it
 	// (NewCont); NewUncountedCont's records have none.
 	counted bool
+	// armed: Handler.Abandonable has run since NewCont or Reset.
+	armed bool
 
 	// owner is the API-level handle of the continuation while it is
 	// mounted, and nil otherwise, so that a suspended continuation's body
 	// goroutine does not keep the handle reachable.
 	owner any
 
-	// onPinned runs for every pinned yield that names c (SetPinnedHandler).
-	onPinned func(c *Cont, perr *pinning.Error)
+	// handler is the owner package's (SetHandler).
+	handler *Handler
 	// parentC is the continuation whose body called Run (nil if a plain
 	// goroutine called it), once parentResolved. The stack-copying
 	// backend knows it at every mount; the portable backend looks it up
@@ -310,10 +312,10 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 		c.scope = s
 	}
 	c.state.Store(int32(stNew))
-	c.parentResolved, c.reused = false, true
+	c.parentResolved, c.reused, c.armed = false, true, false
 	c.dropLinks() // finish did; a Reset must not rely on it
-	if c.onPinned != nil {
-		c.onPinned = nil
+	if c.handler != nil {
+		c.handler = nil
 	}
 	if c.pt != nil {
 		c.pt = nil

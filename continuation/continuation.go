@@ -66,6 +66,8 @@ type Stats = weft.Stats
 // Continuation becomes unreachable. Its body is then unwound as if by
 // runtime.Goexit on an internal goroutine, which runs the body's deferred
 // calls (the stack-copying backend thaws the frozen frames there first).
+// Where no deferred call is pending, on the stack-copying backend, there
+// is nothing to run: the frozen frames are collected with the handle.
 // Code that needs its deferred calls to run at a known time must run the
 // continuation to completion. A body that keeps a reference to its own
 // Continuation in a variable live across a Yield keeps it reachable, and is
@@ -110,9 +112,20 @@ func New(s *scope.Scope, body func(), opts ...Option) *Continuation {
 // reclaimed when that object becomes unreachable.
 func (c *Continuation) init(s *scope.Scope, body func()) {
 	c.c = weft.NewCont(s, body)
-	c.c.SetPinnedHandler(pinnedHandler)
-	// When a suspended continuation becomes unreachable, end its body.
-	runtime.AddCleanup(c, (*weft.Cont).Abandon, c.c)
+	c.c.SetHandler(&handler)
+}
+
+// handler is every continuation's Handler in the engine.
+var handler = weft.Handler{Pinned: pinnedHandler, Abandonable: abandonable}
+
+// abandonable makes the collector end the body of the continuation
+// handled by owner, with Abandon, if the handle becomes unreachable while
+// the continuation is suspended. The engine calls it only once the body
+// holds something to end: deferred calls, or a goroutine.
+func abandonable(c *weft.Cont, owner any) {
+	if h, ok := owner.(*Continuation); ok {
+		runtime.AddCleanup(h, (*weft.Cont).Abandon, c)
+	}
 }
 
 // Run mounts the continuation on the calling goroutine and runs it until

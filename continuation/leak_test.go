@@ -177,6 +177,57 @@ func TestLeakSuspendedDropped(t *testing.T) {
 	}
 }
 
+// leakDeferAfter yields n times to s with nothing deferred, then once
+// more with a deferred call pending.
+//
+//go:noinline
+func leakDeferAfter(s *scope.Scope, n int, deferred *atomic.Int32) {
+	leakFrames(s, 1, n)
+	defer deferred.Add(1)
+	leakFrames(s, 0, 1)
+}
+
+// TestLeakDeferredLaterDropped: continuations suspended first with no
+// deferred call pending, and dropped only after a later suspension that
+// has one, are unwound; those dropped before it are collected without
+// running anything.
+func TestLeakDeferredLaterDropped(t *testing.T) {
+	base := leakStart(".leakFrames(")
+	const n = 300
+	deferred := make([]atomic.Int32, n)
+	var handles atomic.Int32
+	plain := func(i int) int { return 1 + i%3 } // suspensions with none pending
+	func() {
+		for i := range n {
+			s := scope.New("deferred later")
+			c := continuation.New(s, func() {
+				leakDeferAfter(s, plain(i), &deferred[i])
+				t.Errorf("continuation %d resumed after it was dropped", i)
+			})
+			runtime.AddCleanup(c, func(h *atomic.Int32) { h.Add(1) }, &handles)
+			// Odd ones are dropped before the deferred call is made.
+			runs := plain(i) + 1
+			if i%2 == 1 {
+				runs = plain(i)
+			}
+			for range runs {
+				c.Run()
+			}
+		}
+	}()
+	base.wait(t, "continuations dropped before and after deferring a call", func() string {
+		if h := handles.Load(); h != n {
+			return fmt.Sprintf("%d of %d handles collected", h, n)
+		}
+		for i := range deferred {
+			if got, want := deferred[i].Load(), int32(1-i%2); got != want {
+				return fmt.Sprintf("continuation %d: deferred call ran %d times, want %d", i, got, want)
+			}
+		}
+		return ""
+	})
+}
+
 // leakSeq is the sequence the Pull leak tests pull from: it counts up
 // until told to stop, and reports that its deferred calls ran.
 //
