@@ -35,29 +35,76 @@ import (
 // that cannot be frozen) panics with a *pinning.Error, which
 // propagates out of next like any panic in seq.
 func Pull[V any](seq iter.Seq[V]) (next func() (V, bool), stop func()) {
-	p := &puller[struct{}, V]{s: scope.New("continuation.Pull")}
-	h := newPullHandle(p, "continuation.Pull", func() { seq(p.yield1) })
-	return func() (V, bool) {
-		_, v, ok := h.next()
-		return v, ok
-	}, h.stop
+	return pull(seq, "continuation.Pull")
 }
 
 // Pull2 converts the push-style iterator seq into a pull-style iterator
 // accessed by next and stop, with exactly the contract of iter.Pull2; see
 // Pull.
 func Pull2[K, V any](seq iter.Seq2[K, V]) (next func() (K, V, bool), stop func()) {
-	p := &puller[K, V]{s: scope.New("continuation.Pull2")}
-	h := newPullHandle(p, "continuation.Pull2", func() { seq(p.yield2) })
-	return h.next, h.stop
+	next1, stop := pull(func(yield func(pair[K, V]) bool) {
+		seq(func(k K, v V) bool { return yield(pair[K, V]{k, v}) })
+	}, "continuation.Pull2")
+	return func() (K, V, bool) {
+		kv, ok := next1()
+		return kv.k, kv.v, ok
+	}, stop
+}
+
+// pair is what a Pull2's sequence hands over through the Pull under it.
+type pair[K, V any] struct {
+	k K
+	v V
+}
+
+// pull is Pull; name prefixes its panics. next and the yield function seq
+// gets are closures with the whole protocol in them: each is one frame,
+// between the caller and the mount and between seq and the engine's
+// Yield, frozen, thawed and returned through on every value.
+func pull[V any](seq iter.Seq[V], name string) (next func() (V, bool), stop func()) {
+	p := &puller[V]{s: scope.New(name)}
+	h := &pullHandle[V]{p: p, name: name}
+	yield := func(v V) bool {
+		if p.stopped.Load() {
+			return false
+		}
+		mustBeIn(p.s)
+		p.v = v
+		Yield(p.s)
+		return !p.stopped.Load()
+	}
+	h.c.init(p.s, func() { seq(yield) })
+	// next releases busy without a defer: if seq panics or calls
+	// runtime.Goexit through it, the continuation is done, and every later
+	// call sees that before it claims busy.
+	next = func() (v V, ok bool) {
+		c := &h.c
+		if p.stopped.Load() || c.IsDone() {
+			return v, false
+		}
+		p.claim(name, "next")
+		if !p.started.Load() {
+			p.started.Store(true)
+		}
+		c.Run()
+		if c.IsDone() {
+			p.busy.Store(false)
+			return v, false
+		}
+		v = p.v
+		var v0 V
+		p.v = v0 // do not keep the value alive
+		p.busy.Store(false)
+		return v, true
+	}
+	return next, h.stop
 }
 
 // puller is the state a Pull shares between its body and its next and stop
 // functions. The body must not refer to the pullHandle, so that dropping
 // next and stop makes the Continuation unreachable.
-type puller[K, V any] struct {
+type puller[V any] struct {
 	s *scope.Scope
-	k K
 	v V
 	// started: next has run seq; stopped: stop has been called. Atomic so
 	// that a concurrent next or stop (misuse) gets ErrMounted rather than
@@ -70,27 +117,9 @@ type puller[K, V any] struct {
 	busy atomic.Bool
 }
 
-// yield2 is the yield function seq gets: it hands k and v to the pending
-// next and suspends until the next call of next or stop.
-func (p *puller[K, V]) yield2(k K, v V) bool {
-	if p.stopped.Load() {
-		return false
-	}
-	mustBeIn(p.s)
-	p.k, p.v = k, v
-	Yield(p.s)
-	return !p.stopped.Load()
-}
-
-// yield1 is yield2 for a Pull, whose sequence yields values without keys.
-func (p *puller[K, V]) yield1(v V) bool {
-	var k K
-	return p.yield2(k, v)
-}
-
 // claim takes p.busy for a call of next or stop, or panics with an error
 // wrapping ErrMounted.
-func (p *puller[K, V]) claim(name, call string) {
+func (p *puller[V]) claim(name, call string) {
 	if !p.busy.CompareAndSwap(false, true) {
 		busyPanic(name, call+" called while a call of next or stop runs the sequence")
 	}
@@ -103,8 +132,8 @@ func busyPanic(name, what string) {
 // mustBeIn panics as Yield(s) does when no continuation of s is mounted on
 // the calling goroutine: a generator's yield checks this before it writes
 // the value it hands over, which a yield from another goroutine would
-// otherwise write under the feet of the one running the body. Inlined: the
-// usual case, the innermost continuation's, is a load and a compare.
+// otherwise write under the feet of the one running the body. The usual
+// case, the innermost continuation's, is a load and a compare.
 func mustBeIn(s *scope.Scope) {
 	if c := weft.Innermost(); c == nil || c.Scope() != s {
 		mustBeInOuter(s)
@@ -121,47 +150,14 @@ func mustBeInOuter(s *scope.Scope) {
 // pullHandle is what a Pull's next and stop refer to: its continuation,
 // in the same allocation, and the state shared with the body. Only next
 // and stop refer to it, so dropping both reclaims the continuation.
-type pullHandle[K, V any] struct {
+type pullHandle[V any] struct {
 	c    Continuation
-	p    *puller[K, V]
+	p    *puller[V]
 	name string
 }
 
-// newPullHandle returns the handle of a Pull named name whose body runs
-// the sequence yielding to p.
-func newPullHandle[K, V any](p *puller[K, V], name string, body func()) *pullHandle[K, V] {
-	h := &pullHandle[K, V]{p: p, name: name}
-	h.c.init(p.s, body)
-	return h
-}
-
-// next and stop release busy without a defer: if seq panics or calls
-// runtime.Goexit through them, the continuation is done, and every later
-// call sees that before it claims busy.
-
-// next is a Pull's next.
-func (h *pullHandle[K, V]) next() (k K, v V, ok bool) {
-	p, c := h.p, &h.c
-	if p.stopped.Load() || c.IsDone() {
-		return k, v, false
-	}
-	p.claim(h.name, "next")
-	p.started.Store(true)
-	c.Run()
-	if c.IsDone() {
-		p.busy.Store(false)
-		return k, v, false
-	}
-	k, v = p.k, p.v
-	var k0 K
-	var v0 V
-	p.k, p.v = k0, v0 // do not keep the value alive
-	p.busy.Store(false)
-	return k, v, true
-}
-
 // stop is a Pull's stop.
-func (h *pullHandle[K, V]) stop() {
+func (h *pullHandle[V]) stop() {
 	p, c := h.p, &h.c
 	if p.stopped.Load() || c.IsDone() {
 		p.stopped.Store(true)
