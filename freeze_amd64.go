@@ -256,46 +256,69 @@ func (c *stackChunk) fastCapture(t *captureTemplate, pc uintptr, sp unsafe.Point
 	if t.fresh && (top != 0 || ptop != 0) {
 		return false
 	}
-	size, np := uintptr(t.words+len(t.tail)), uintptr(len(t.ptrWords))
+	size, np := uintptr(t.size), uintptr(t.ptrs)
 	if top+size > uintptr(c.memLen) || ptop+np > uintptr(c.ptrsLen) {
 		return false
 	}
-	im := unsafe.Add(c.Mem, top*wordSize) // the record, its image first
-	lo, gLo, gHi := snapshot(im, t.words, base, g)
-	// The saved frame pointers, each the next one's slot, chained by
-	// word index (see arch.RecordHeader).
-	for _, l := range t.links[:len(pcs)-1] {
-		p := (*uintptr)(unsafe.Add(im, uintptr(l.at)*wordSize))
-		if *p != lo+uintptr(l.next)*wordSize {
-			return false
+	// The records' images, outermost first, each at one stack position
+	// (snapshot), and their saved frame pointers, each the next one's
+	// slot, chained by word index (see arch.RecordHeader). No call
+	// between two snapshots can move the stack: each lo is base's at
+	// the same position.
+	var gLo, gHi uintptr
+	at := top
+	for i := range t.recs {
+		tr := &t.recs[i]
+		im := unsafe.Add(c.Mem, at*wordSize)
+		var lo uintptr
+		lo, gLo, gHi = snapshot(im, int(tr.nw), unsafe.Add(base, uintptr(tr.rb)*wordSize), g)
+		for _, l := range tr.links {
+			p := (*uintptr)(unsafe.Add(im, uintptr(l.at)*wordSize))
+			if *p != lo+uintptr(l.next)*wordSize {
+				return false
+			}
+			*p = uintptr(l.next)
 		}
-		*p = uintptr(l.next)
+		at += uintptr(tr.nw) + uintptr(len(tr.tail))
 	}
 	// The pointer words move to the chunk's pointer array, each read
 	// again from the live stack as a pointer (the collector sees the
-	// store), and zeroed in the image. (With none, and the pointer array
-	// full, ptrs points just past the array: it is then never used, and
-	// dead at every call.)
+	// store). (With none, and the pointer array full, ptrs points just
+	// past the array: it is then never used, and dead at every call.)
 	ptrs, span := unsafe.Add(c.Ptrs, ptop*wordSize), gHi-gLo
-	for k, w := range t.ptrWords {
-		off := uintptr(w) * wordSize
-		if *(*uintptr)(unsafe.Add(im, off))-gLo < span { // a pointer into the stack
-			for j := range k {
-				*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(j)*wordSize)) = nil
+	k := uintptr(0)
+	for i := range t.recs {
+		for _, w := range t.recs[i].ptrWords {
+			off := uintptr(w) * wordSize
+			if *(*uintptr)(unsafe.Add(base, off))-gLo < span { // a pointer into the stack
+				for j := range k {
+					*(*unsafe.Pointer)(unsafe.Add(ptrs, j*wordSize)) = nil
+				}
+				return false
 			}
-			return false
+			*(*unsafe.Pointer)(unsafe.Add(ptrs, k*wordSize)) = *(*unsafe.Pointer)(unsafe.Add(base, off))
+			k++
 		}
-		*(*unsafe.Pointer)(unsafe.Add(ptrs, uintptr(k)*wordSize)) = *(*unsafe.Pointer)(unsafe.Add(base, off))
-		*(*uintptr)(unsafe.Add(im, off)) = 0
 	}
-	// The tables and the header.
-	tail := t.tail
-	copy((*[maxWords]uintptr)(unsafe.Add(im, uintptr(t.words)*wordSize))[:len(tail):len(tail)], tail)
-	for _, off := range t.deferAt {
-		if *(*byte)(unsafe.Add(im, off)) != 0 {
-			arch.HeaderEnding(unsafe.Add(im, size*wordSize)).Flags |= arch.RecordDefers
-			c.deferred = true
+	// The images hold the live words as zero; then the tables and the
+	// headers.
+	at = top
+	for i := range t.recs {
+		tr := &t.recs[i]
+		im := unsafe.Add(c.Mem, at*wordSize)
+		for _, w := range tr.zero {
+			*(*uintptr)(unsafe.Add(im, uintptr(w)*wordSize)) = 0
 		}
+		tail := tr.tail
+		copy((*[maxWords]uintptr)(unsafe.Add(im, uintptr(tr.nw)*wordSize))[:len(tail):len(tail)], tail)
+		end := uintptr(tr.nw) + uintptr(len(tail))
+		for _, off := range tr.deferAt {
+			if *(*byte)(unsafe.Add(im, off)) != 0 {
+				arch.HeaderEnding(unsafe.Add(im, end*wordSize)).Flags |= arch.RecordDefers
+				c.deferred = true
+			}
+		}
+		at += end
 	}
 	c.MemTop = top + size
 	c.PtrTop = ptop + np

@@ -451,12 +451,12 @@ func (c *stackChunk) roomFor(t *captureTemplate) {
 		h := arch.HeaderOf(c.memory()[:top])
 		top0, ptop0 = top-int(h.Len), ptop-int(h.Ptrs)
 	}
-	if need := top0 + t.words + len(t.tail); need > int(c.memLen) {
+	if need := top0 + t.size; need > int(c.memLen) {
 		mem := make([]uintptr, need)
 		copy(mem, c.memory()[:top])
 		c.Mem, c.memLen = unsafe.Pointer(unsafe.SliceData(mem)), uint32(len(mem))
 	}
-	if need := ptop0 + len(t.ptrWords); need > int(c.ptrsLen) {
+	if need := ptop0 + t.ptrs; need > int(c.ptrsLen) {
 		p := make([]unsafe.Pointer, need)
 		copy(p, c.pointers()[:ptop])
 		c.Ptrs, c.ptrsLen = unsafe.Pointer(unsafe.SliceData(p)), uint32(len(p))

@@ -20,14 +20,18 @@ import (
 // header. The next capture of the same chain above the same barrier copies
 // the region straight into the chunk, and the tables from the template.
 //
-// A region qualifies if it is one record above a return barrier, or a
-// body's frames from its start above arch.Enter (a fresh region, the
-// first capture of a chunk), with no stack objects and no references into
-// the stack but saved frame pointers. A fresh region's template serves
-// the first capture of every continuation that runs the same chain. No defer record may point into it. The fast path checks the
-// parts that depend on values: a live word pointing into the stack, a
-// defer record. It leaves anything unusual to the general path. It commits
-// nothing until the end, so the general path finds the chunk undisturbed.
+// A region qualifies if it lies above a return barrier, or is a body's
+// frames from its start above arch.Enter (a fresh region, the first
+// capture of a chunk) made into one record, with no stack objects and no
+// references into the stack but saved frame pointers. A region above the
+// barrier may be cut into several records (the thaw policy,
+// capture_amd64.go): the cuts depend only on the frames' descriptors, so
+// the template holds each record's part. A fresh region's template serves
+// the first capture of every continuation that runs the same chain. No
+// defer record may point into it. The fast path checks the parts that
+// depend on values: a live word pointing into the stack, a defer record.
+// It leaves anything unusual to the general path. It commits nothing
+// until the end, so the general path finds the chunk undisturbed.
 
 // maxTemplateFrames bounds the frames of a template.
 const maxTemplateFrames = 16
@@ -49,18 +53,36 @@ type captureTemplate struct {
 	// into an empty chunk. stopPC and stopSize are then arch.Enter's.
 	fresh bool
 	words int // the region's words, the outermost frame's arguments included
-	// links are the region's saved-frame-pointer slots but the
-	// outermost's, innermost first (nf-1 of them). Each is a slot's word
-	// index and the word index of the next slot. The slot holds the next
-	// one on the stack as an address, and in the record as that index.
-	links [maxTemplateFrames - 1]bpLink
-	// ptrWords are the words the stack maps mark live.
+	// recs are the records the region is cut into, outermost first: the
+	// order in which they lie in the chunk.
+	recs []templateRecord
+	// size and ptrs are the chunk words and pointer slots of all records.
+	size, ptrs int
+}
+
+// templateRecord is one record of a template.
+type templateRecord struct {
+	// rb is the region word the record's image starts at, and nw its
+	// image's words, the outermost frame's arguments included. Records'
+	// images overlap by those arguments.
+	rb, nw uint32
+	// links are the saved-frame-pointer slots of the record's frames but
+	// the outermost's, innermost first. Each is a slot's word index and
+	// the word index of the next slot, both in the image. The slot holds
+	// the next one on the stack as an address, and in the record as that
+	// index.
+	links []bpLink
+	// ptrWords are the region words of the live words the stack maps
+	// mark that are the record's, in the order of its pointer table.
 	ptrWords []uint32
+	// zero are the image words that hold live words, the record's or
+	// the next inner record's arguments: the image holds them as zero.
+	zero []uint32
 	// tail is what the record holds after the image: its tables (the
 	// pointer word indexes, every live word, nil or not, two to a word;
 	// the references, none) and its header, flags clear.
 	tail []uintptr
-	// deferAt are the byte offsets of frames' open-coded defer bits.
+	// deferAt are the image byte offsets of frames' open-coded defer bits.
 	deferAt []uint32
 }
 
@@ -82,7 +104,7 @@ type templateSet [2]atomic.Pointer[captureTemplate]
 // frozenBytes returns the bytes of stack a capture with t freezes: its
 // region less the outermost frame's arguments.
 func (t *captureTemplate) frozenBytes() uintptr {
-	return (uintptr(t.words) - uintptr(arch.HeaderOf(t.tail).Args)) * wordSize
+	return (uintptr(t.words) - uintptr(arch.HeaderOf(t.recs[0].tail).Args)) * wordSize
 }
 
 func templateSetOf(pcs []uintptr) *templateSet {
@@ -123,9 +145,8 @@ func (s *templateSet) publish(t *captureTemplate) {
 }
 
 // barrierTemplateFrames is the most frames of any template published for
-// a region above the barrier. A region above the barrier is cut into
-// records once it has more than a few frames, and such a region has no
-// template: templateAt stops looking past this many frames.
+// a region above the barrier: templateAt stops looking past this many
+// frames, as no longer chain has a template.
 var barrierTemplateFrames atomic.Int32
 
 // templateAt finds the published template of the chain of frames from
@@ -178,13 +199,28 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool, limit int) *captureTem
 	return templateSetOf(pcs[:nf]).find(&pcs, nf, selfPC, skipPC, pc)
 }
 
-// templateFor returns the template of the region s has just captured
-// into a single record, or nil if the region does not qualify (it has a
-// frame at least: fastCapture relies on it). It shares a
-// published template of the same chain, and publishes a new one otherwise.
+// templateFor returns the template of the region s has just captured, or
+// nil if the region does not qualify (it has a frame at least:
+// fastCapture relies on it). It shares a published template of the same
+// chain, and publishes a new one otherwise.
 func (s *captureScratch) templateFor() *captureTemplate {
 	nf := len(s.frames)
-	if nf == 0 || s.objects || len(s.defs) != 0 || len(s.cuts) != 1 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
+	if nf == 0 || s.objects || len(s.defs) != 0 || len(s.refs)+len(s.weak)+len(s.cleared) != 0 || nf > maxTemplateFrames {
+		return nil
+	}
+	if len(s.cuts) != 1 && !s.barrier {
+		return nil // a large fresh region: a body's first capture only
+	}
+	// fastCapture chains the saved frame pointers of every frame but the
+	// outermost, which must save one too: the chain ends at its slot.
+	// (copyRegion has checked that much; thaw would leave word indexes in
+	// frames whose chain had no end.)
+	for i := range nf - 1 {
+		if !s.frames[i].d.hasBP {
+			return nil
+		}
+	}
+	if nf > 1 && (s.outerBP < 0 || uint32(s.outerBP) != s.frames[nf-1].fp/uint32(wordSize)-2) {
 		return nil
 	}
 	var pcs [maxTemplateFrames]uintptr
@@ -196,56 +232,85 @@ func (s *captureScratch) templateFor() *captureTemplate {
 		return t
 	}
 	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, fresh: !s.barrier, words: len(s.words)}
+	for i := range s.frames {
+		t.sizes[i] = s.frames[i].d.size
+	}
+	// The live words, innermost frame first, each once, and whose record
+	// each is: a word in the argument area of a record's outermost frame
+	// is that frame's, as push has it.
+	nrec := len(s.cuts)
+	var live []uint32
+	var owner []int
 	seen := make(map[uint32]bool)
 	for i := range s.frames {
 		f := &s.frames[i]
-		t.sizes[i] = f.d.size
 		for _, off := range f.d.ptrOffs {
-			if w := (f.sp + off) / uint32(wordSize); !seen[w] {
-				seen[w] = true
-				t.ptrWords = append(t.ptrWords, w)
+			w := (f.sp + off) / uint32(wordSize)
+			if seen[w] {
+				continue
+			}
+			seen[w] = true
+			r := 0
+			if nrec > 1 {
+				a, _ := s.owners(w)
+				r = int(s.recordOfFrame(a))
+			}
+			live = append(live, w)
+			owner = append(owner, r)
+		}
+	}
+	t.recs = make([]templateRecord, nrec)
+	for r := range nrec {
+		fs, fe := s.recordFrames(r)
+		rb := s.frames[fs].sp / uint32(wordSize)
+		nw := (s.frames[fe-1].fp - s.frames[fs].sp + s.argsOf(fe-1)) / uint32(wordSize)
+		tr := &t.recs[nrec-1-r] // outermost first
+		tr.rb, tr.nw = rb, nw
+		for i := fs; i < fe-1; i++ {
+			at := s.frames[i].fp/uint32(wordSize) - 2 - rb
+			next := s.frames[i+1].fp/uint32(wordSize) - 2 - rb
+			tr.links = append(tr.links, bpLink{at: at, next: next})
+		}
+		for i, w := range live {
+			if owner[i] == r {
+				tr.ptrWords = append(tr.ptrWords, w)
+			}
+			if w >= rb && w < rb+nw {
+				tr.zero = append(tr.zero, w-rb)
 			}
 		}
-		if f.d.deferAt >= 0 {
-			t.deferAt = append(t.deferAt, f.sp+uint32(f.d.deferAt))
+		for i := fs; i < fe; i++ {
+			if f := &s.frames[i]; f.d.deferAt >= 0 {
+				tr.deferAt = append(tr.deferAt, f.sp+uint32(f.d.deferAt)-rb*uint32(wordSize))
+			}
 		}
-	}
-	// fastCapture chains the saved frame pointers of every frame but the
-	// outermost, which must save one too: the chain ends at its slot.
-	// (copyRegion has checked that much; thaw would leave word indexes in
-	// frames whose chain had no end.)
-	np := len(t.ptrWords)
-	for i := range nf - 1 {
-		if !s.frames[i].d.hasBP {
-			return nil
+		np := len(tr.ptrWords)
+		tr.tail = make([]uintptr, (np+1)/2+arch.RecordHeaderWords)
+		tab := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tr.tail))), np)
+		for k, w := range tr.ptrWords {
+			tab[k] = w - rb
 		}
-	}
-	if nf > 1 && s.outerBP < 0 {
-		return nil
-	}
-	off := uint32(0)
-	for i := 1; i < nf; i++ {
-		off += t.sizes[i-1]
-		t.links[i-1] = bpLink{at: off/uint32(wordSize) - 2, next: (off+t.sizes[i])/uint32(wordSize) - 2}
-	}
-	ntab := (np + 1) / 2
-	t.tail = make([]uintptr, ntab+arch.RecordHeaderWords)
-	copy(unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(t.tail))), np), t.ptrWords)
-	outerBP, bpFirst := uint32(arch.NoBP), uint32(0)
-	if s.outerBP >= 0 {
-		outerBP, bpFirst = uint32(s.outerBP), (s.frames[0].fp-2*uint32(wordSize))/uint32(wordSize)
-	}
-	size := len(s.words) + len(t.tail)
-	*arch.HeaderOf(t.tail) = arch.RecordHeader{
-		Flags:   recordFlags(false, bpFirst),
-		Args:    s.outerArgs / uint32(wordSize),
-		BP:      s.frames[0].fp - 2*uint32(wordSize),
-		OuterBP: outerBP,
-		PC:      s.frames[0].pc,
-		Frames:  uint32(nf), // no references
-		Words:   uint32(len(s.words)),
-		Ptrs:    uint32(np),
-		Len:     uintptr(size),
+		outerBP := uint32(arch.NoBP)
+		if fe < nf || s.outerBP >= 0 {
+			outerBP = s.frames[fe-1].fp/uint32(wordSize) - 2 - rb
+		}
+		bpFirst := uint32(0)
+		if outerBP != arch.NoBP {
+			bpFirst = s.frames[fs].fp/uint32(wordSize) - 2 - rb
+		}
+		*arch.HeaderOf(tr.tail) = arch.RecordHeader{
+			Flags:   recordFlags(false, bpFirst),
+			Args:    s.argsOf(fe-1) / uint32(wordSize),
+			BP:      s.frames[fs].fp - 2*uint32(wordSize) - rb*uint32(wordSize),
+			OuterBP: outerBP,
+			PC:      s.frames[fs].pc,
+			Frames:  uint32(fe - fs), // no references
+			Words:   nw,
+			Ptrs:    uint32(np),
+			Len:     uintptr(int(nw) + len(tr.tail)),
+		}
+		t.size += int(nw) + len(tr.tail)
+		t.ptrs += np
 	}
 	set.publish(t)
 	return t

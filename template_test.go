@@ -172,7 +172,7 @@ func TestFastCaptureRoomCheck(t *testing.T) {
 			if t0 == nil {
 				t.Fatal("the first continuation keeps no template")
 			}
-			needWords, needPtrs := t0.words+len(t0.tail), len(t0.ptrWords)
+			needWords, needPtrs := t0.size, t0.ptrs
 			if tc.words && needWords <= int(memLen) {
 				t.Errorf("the other chain's record (%d words) fit the words (%d): the words' half of the check was not exercised", needWords, memLen)
 			}
@@ -223,9 +223,9 @@ func shortenRoom(c *stackState, words bool, slack int) {
 	if tm == nil {
 		panic("shortenRoom: the chunk has no template yet")
 	}
-	top, need, have := int(k.PtrTop), len(tm.ptrWords), &k.ptrsLen
+	top, need, have := int(k.PtrTop), tm.ptrs, &k.ptrsLen
 	if words {
-		top, need, have = int(k.MemTop), tm.words+len(tm.tail), &k.memLen
+		top, need, have = int(k.MemTop), tm.size, &k.memLen
 	}
 	if top+need > int(*have) {
 		panic("shortenRoom: the array is shorter than the record: the capture before, which did not fit, took the fast path instead of making room")
@@ -879,5 +879,78 @@ func TestFreshCaptureTemplate(t *testing.T) {
 		if !r.fast {
 			t.Fatalf("continuation %d: the first capture did not take the fast path", k)
 		}
+	}
+}
+
+// recordsDeep recurses depth frames, each with a heap pointer and a plain
+// value live across the call, and yields at the bottom. Each frame's
+// argument parent, its caller's pointer, is live across the call too: it
+// lies in the caller's frame, in the callee's argument area, where two
+// records' images overlap. Back from the yield, after a collection and a
+// stack move, each frame checks all three.
+//
+//go:noinline
+func recordsDeep(c *stackState, parent *capNode, depth, round int) int {
+	n := &capNode{v: depth*1000 + round}
+	capEscape = n // on the heap: a stack object would keep templates away
+	k := depth ^ round
+	r := 0
+	if depth == 0 {
+		if !stackYield(c) {
+			panic(c.refusal())
+		}
+		runtime.GC()
+		growBy(16) // the stack may move under the thawed frames
+	} else {
+		r = recordsDeep(c, n, depth-1, round)
+	}
+	if n.v != depth*1000+round || k != depth^round || parent.v != (depth+1)*1000+round {
+		panic("recordsDeep: a frame's values changed across the yield")
+	}
+	return r + n.v + k
+}
+
+// A region above the barrier that the thaw policy cuts into several
+// records has a template too: recursing afresh between yields, every
+// capture after the first two takes the fast path, and every frame's
+// values come back through the barrier, record by record, intact.
+func TestCaptureTemplateRecords(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	const rounds, depth = 30, 12
+	countScYields(t)
+	c := &stackState{}
+	var sum, fast, recs int
+	c.body = func() {
+		for round := range rounds {
+			before := hooks.yieldCounts.templated.Load()
+			top := &capNode{v: (depth+1)*1000 + round}
+			capEscape = top // on the heap, as every frame's
+			sum += recordsDeep(c, top, depth, round)
+			if hooks.yieldCounts.templated.Load() != before {
+				fast++
+			}
+			if tm := c.chunk.tmpl; tm != nil {
+				recs = max(recs, len(tm.recs))
+			}
+		}
+	}
+	runToEnd(t, c, rounds+2)
+	want := 0
+	for round := range rounds {
+		for d := 0; d <= depth; d++ {
+			want += d*1000 + round + (d ^ round)
+		}
+	}
+	if sum != want {
+		t.Fatalf("the body computed %d, want %d", sum, want)
+	}
+	t.Logf("%d of %d captures took the fast path, with templates of up to %d records", fast, rounds, recs)
+	if recs < 2 {
+		t.Fatalf("the templates had at most %d records: the region was not cut, and the test tests nothing", recs)
+	}
+	if fast < rounds-3 {
+		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-3)
 	}
 }
