@@ -20,4 +20,7 @@ var hooks struct {
 	// yieldCounts, if set, is where stackYield's captures count what they
 	// froze: the tests' stackYield records belong to no Cont.
 	yieldCounts *counters
+	// recordLoop, if set, makes fastCapture take its loop over records
+	// (fastRecords) for a one-record template too.
+	recordLoop bool
 }

@@ -439,17 +439,20 @@ func (c *stackChunk) pushOne(s *captureScratch) {
 	}
 }
 
-// roomFor makes room for t's record in place of the record on top of the
-// chunk, or in an empty chunk. The general capture has just pushed that
-// record from t's region. It holds only the pointers that were not nil;
-// t's record has room for every word the maps mark live. A template that
-// never fits would never be used.
+// roomFor makes room for t's records in place of the records on top of
+// the chunk, or in an empty chunk. The general capture has just pushed
+// those records from t's region. They hold only the pointers that were not
+// nil; t's records have room for every word the maps mark live. A
+// template that never fits would never be used.
 func (c *stackChunk) roomFor(t *captureTemplate) {
 	top, ptop := int(c.MemTop), int(c.PtrTop)
-	top0, ptop0 := 0, 0
-	if top > 0 {
-		h := arch.HeaderOf(c.memory()[:top])
-		top0, ptop0 = top-int(h.Len), ptop-int(h.Ptrs)
+	top0, ptop0 := top, ptop
+	for range t.recs {
+		if top0 == 0 {
+			break
+		}
+		h := arch.HeaderOf(c.memory()[:top0])
+		top0, ptop0 = top0-int(h.Len), ptop0-int(h.Ptrs)
 	}
 	if need := top0 + t.size; need > int(c.memLen) {
 		mem := make([]uintptr, need)

@@ -72,12 +72,15 @@ type templateRecord struct {
 	// the next one on the stack as an address, and in the record as that
 	// index.
 	links []bpLink
-	// ptrWords are the region words of the live words the stack maps
-	// mark that are the record's, in the order of its pointer table.
+	// ptrWords are the image words of the live words the stack maps mark
+	// that are the record's, in the order of its pointer table.
 	ptrWords []uint32
-	// zero are the image words that hold live words, the record's or
-	// the next inner record's arguments: the image holds them as zero.
-	zero []uint32
+	// overlap are the image words that hold the live arguments of the
+	// next inner record's outermost frame, that record's, and, but in
+	// the region's outermost record, the outermost frame's saved frame
+	// pointer, which Thaw stores: the image holds them as zero, as the
+	// general capture's does.
+	overlap []uint32
 	// tail is what the record holds after the image: its tables (the
 	// pointer word indexes, every live word, nil or not, two to a word;
 	// the references, none) and its header, flags clear.
@@ -272,11 +275,11 @@ func (s *captureScratch) templateFor() *captureTemplate {
 			tr.links = append(tr.links, bpLink{at: at, next: next})
 		}
 		for i, w := range live {
-			if owner[i] == r {
-				tr.ptrWords = append(tr.ptrWords, w)
-			}
-			if w >= rb && w < rb+nw {
-				tr.zero = append(tr.zero, w-rb)
+			switch {
+			case owner[i] == r:
+				tr.ptrWords = append(tr.ptrWords, w-rb)
+			case w >= rb && w < rb+nw:
+				tr.overlap = append(tr.overlap, w-rb)
 			}
 		}
 		for i := fs; i < fe; i++ {
@@ -287,12 +290,13 @@ func (s *captureScratch) templateFor() *captureTemplate {
 		np := len(tr.ptrWords)
 		tr.tail = make([]uintptr, (np+1)/2+arch.RecordHeaderWords)
 		tab := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(tr.tail))), np)
-		for k, w := range tr.ptrWords {
-			tab[k] = w - rb
-		}
+		copy(tab, tr.ptrWords)
 		outerBP := uint32(arch.NoBP)
 		if fe < nf || s.outerBP >= 0 {
 			outerBP = s.frames[fe-1].fp/uint32(wordSize) - 2 - rb
+		}
+		if fe < nf {
+			tr.overlap = append(tr.overlap, outerBP)
 		}
 		bpFirst := uint32(0)
 		if outerBP != arch.NoBP {

@@ -918,6 +918,8 @@ func TestCaptureTemplateRecords(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
 	}
+	defer func(eager bool) { eagerThaw = eager }(eagerThaw)
+	eagerThaw = false // eager thaw cuts no region into records
 	const rounds, depth = 30, 12
 	countScYields(t)
 	c := &stackState{}
@@ -952,5 +954,94 @@ func TestCaptureTemplateRecords(t *testing.T) {
 	}
 	if fast < rounds-3 {
 		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-3)
+	}
+}
+
+// oneRecordYield yields from a frame whose values are the same at every
+// call: a heap pointer and a plain value.
+//
+//go:noinline
+func oneRecordYield(c *stackState, n *capNode, v int) int {
+	if !stackYield(c) {
+		panic(c.refusal())
+	}
+	return n.v + v
+}
+
+// oneRecordStop ends TestFastCaptureOneRecordMatchesLoop's yield loop: a
+// global, so that no frame's values change from one yield to the next.
+var oneRecordStop bool
+
+// The fast path writes a one-record template's record with code of its
+// own, which must match its loop over records (fastRecords). A yield loop
+// whose frames hold the same values at every yield captures through each
+// in turn; the records and their pointers must be the same, word for
+// word.
+func TestFastCaptureOneRecordMatchesLoop(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	countScYields(t)
+	t.Cleanup(func() { hooks.recordLoop, oneRecordStop = false, false })
+	n := &capNode{v: 5}
+	capEscape = n
+	c := &stackState{}
+	c.body = func() {
+		for !oneRecordStop {
+			oneRecordYield(c, n, 7)
+		}
+	}
+	type capture struct {
+		words []uintptr
+		ptrs  []unsafe.Pointer
+		fast  bool
+	}
+	var got []capture
+	for i := range 10 {
+		hooks.recordLoop = i%2 == 1
+		before := hooks.yieldCounts.templated.Load()
+		c.run()
+		if err := c.refusal(); err != nil {
+			t.Fatal(err)
+		}
+		k := &c.chunk
+		top, ptop := int(k.MemTop), int(k.PtrTop)
+		h := arch.HeaderOf(k.memory()[:top])
+		got = append(got, capture{
+			words: append([]uintptr(nil), k.memory()[top-int(h.Len):top]...),
+			ptrs:  append([]unsafe.Pointer(nil), k.pointers()[ptop-int(h.Ptrs):ptop]...),
+			fast:  hooks.yieldCounts.templated.Load() != before,
+		})
+	}
+	hooks.recordLoop, oneRecordStop = false, true
+	runToEnd(t, c, 2)
+	// The first capture is of a fresh region, above arch.Enter; the
+	// others are above the barrier, whose words differ from it.
+	compared := 0
+	for i := 3; i < len(got); i++ {
+		a, b := got[i-1], got[i]
+		if !a.fast || !b.fast {
+			continue
+		}
+		compared++
+		if len(a.words) != len(b.words) || len(a.ptrs) != len(b.ptrs) {
+			t.Fatalf("captures %d and %d: records of %d and %d words, %d and %d pointers", i-1, i, len(a.words), len(b.words), len(a.ptrs), len(b.ptrs))
+		}
+		for j := range a.words {
+			if a.words[j] != b.words[j] {
+				t.Errorf("captures %d and %d: word %d of %d is %#x and %#x", i-1, i, j, len(a.words), a.words[j], b.words[j])
+			}
+		}
+		for j := range a.ptrs {
+			if a.ptrs[j] != b.ptrs[j] {
+				t.Errorf("captures %d and %d: pointer %d is %p and %p", i-1, i, j, a.ptrs[j], b.ptrs[j])
+			}
+		}
+	}
+	if compared < 6 {
+		t.Fatalf("only %d pairs of consecutive captures both took the fast path, want 6", compared)
+	}
+	if n.v != 5 {
+		t.Fatalf("the heap value changed: %d", n.v)
 	}
 }
