@@ -3,6 +3,7 @@
 package weft
 
 import (
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,8 +34,10 @@ import (
 // It leaves anything unusual to the general path. It commits nothing
 // until the end, so the general path finds the chunk undisturbed.
 
-// maxTemplateFrames bounds the frames of a template.
-const maxTemplateFrames = 16
+// maxTemplateFrames bounds the frames of a template: its chain is
+// compared frame by frame, and templateAt walks as far before it gives
+// up. 64 frames take a recursion 50 deep (Loom's "pattern B" at depth 50).
+const maxTemplateFrames = 64
 
 // captureTemplate is what a region's chain of PCs determines. It is
 // immutable once published.
@@ -123,7 +126,7 @@ func templateSetOf(pcs []uintptr) *templateSet {
 // at stopPC; nil if it holds none.
 func (s *templateSet) find(pcs *[maxTemplateFrames]uintptr, nf int, selfPC, skipPC, stopPC uintptr) *captureTemplate {
 	for i := range s {
-		if t := s[i].Load(); t != nil && t.nf == nf && t.pcs == *pcs && t.selfPC == selfPC && t.skipPC == skipPC && t.stopPC == stopPC {
+		if t := s[i].Load(); t != nil && t.nf == nf && t.selfPC == selfPC && t.skipPC == skipPC && t.stopPC == stopPC && slices.Equal(t.pcs[:nf], pcs[:nf]) {
 			return t
 		}
 	}

@@ -920,40 +920,42 @@ func TestCaptureTemplateRecords(t *testing.T) {
 	}
 	defer func(eager bool) { eagerThaw = eager }(eagerThaw)
 	eagerThaw = false // eager thaw cuts no region into records
-	const rounds, depth = 30, 12
-	countScYields(t)
-	c := &stackState{}
-	var sum, fast, recs int
-	c.body = func() {
+	for _, tc := range []struct{ depth, minRecs int }{{12, 3}, {50, 6}} {
+		const rounds = 30
+		countScYields(t)
+		c := &stackState{}
+		var sum, fast, recs int
+		c.body = func() {
+			for round := range rounds {
+				before := hooks.yieldCounts.templated.Load()
+				top := &capNode{v: (tc.depth+1)*1000 + round}
+				capEscape = top // on the heap, as every frame's
+				sum += recordsDeep(c, top, tc.depth, round)
+				if hooks.yieldCounts.templated.Load() != before {
+					fast++
+				}
+				if tm := c.chunk.tmpl; tm != nil {
+					recs = max(recs, len(tm.recs))
+				}
+			}
+		}
+		runToEnd(t, c, rounds+2)
+		want := 0
 		for round := range rounds {
-			before := hooks.yieldCounts.templated.Load()
-			top := &capNode{v: (depth+1)*1000 + round}
-			capEscape = top // on the heap, as every frame's
-			sum += recordsDeep(c, top, depth, round)
-			if hooks.yieldCounts.templated.Load() != before {
-				fast++
-			}
-			if tm := c.chunk.tmpl; tm != nil {
-				recs = max(recs, len(tm.recs))
+			for d := 0; d <= tc.depth; d++ {
+				want += d*1000 + round + (d ^ round)
 			}
 		}
-	}
-	runToEnd(t, c, rounds+2)
-	want := 0
-	for round := range rounds {
-		for d := 0; d <= depth; d++ {
-			want += d*1000 + round + (d ^ round)
+		if sum != want {
+			t.Fatalf("depth %d: the body computed %d, want %d", tc.depth, sum, want)
 		}
-	}
-	if sum != want {
-		t.Fatalf("the body computed %d, want %d", sum, want)
-	}
-	t.Logf("%d of %d captures took the fast path, with templates of up to %d records", fast, rounds, recs)
-	if recs < 2 {
-		t.Fatalf("the templates had at most %d records: the region was not cut, and the test tests nothing", recs)
-	}
-	if fast < rounds-3 {
-		t.Fatalf("%d of %d captures took the fast path, want at least %d", fast, rounds, rounds-3)
+		t.Logf("depth %d: %d of %d captures took the fast path, with templates of up to %d records", tc.depth, fast, rounds, recs)
+		if recs < tc.minRecs {
+			t.Fatalf("depth %d: the templates had at most %d records, want %d: the region was not cut as the test means", tc.depth, recs, tc.minRecs)
+		}
+		if fast < rounds-3 {
+			t.Fatalf("depth %d: %d of %d captures took the fast path, want at least %d", tc.depth, fast, rounds, rounds-3)
+		}
 	}
 }
 
