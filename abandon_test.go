@@ -28,7 +28,9 @@ func TestAbandonUnwinds(t *testing.T) {
 	}
 	c.Abandon()
 	<-deferred // the body's deferred call ran
-	for !c.IsDone() {
+	// IsDone is true from the start of the unwinding: wait for its end,
+	// so that no goroutine of this test outlives it.
+	for state(c.state.Load()) != stDone {
 		runtime.Gosched()
 	}
 	if ownerWhileUnwinding != nil {

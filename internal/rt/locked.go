@@ -106,10 +106,14 @@ func LockCount() (n uint32, ok bool) {
 // InitLockCount has found it (and if it could not).
 var lockedExtOff uintptr
 
+// initLockCount guards the one write of lockedExtOff: goroutines read it
+// on every yield and mount, with no lock.
+var initLockCount sync.Once
+
 // InitLockCount finds runtime.m.lockedExt, once; CurLockCount reads 0
-// until it has.
+// until it has. Later calls do nothing.
 func InitLockCount() {
-	lockedExtOff = lockedExtOffset()
+	initLockCount.Do(func() { lockedExtOff = lockedExtOffset() })
 }
 
 // CurLockCount is LockCount after InitLockCount, for the yield and mount
