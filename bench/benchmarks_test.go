@@ -26,12 +26,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.Run(fmt.Sprintf("impl=%s/depth=%d", pr.name, d), func(b *testing.B) {
 				b.ReportAllocs()
 				p := pr.new(d, nil)
-				b.ResetTimer()
-				p.run(b.N)
-				b.StopTimer()
-				if got := p.close(); got != b.N+1 {
-					b.Fatalf("body suspended %d times, want %d", got, b.N+1)
-				}
+				p.measure(b)
 			})
 		}
 	}
@@ -54,12 +49,7 @@ func BenchmarkLabelledRoundTrip(b *testing.B) {
 			b.ReportAllocs()
 			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("bench", "runner")))
 			p := pr.new(1, body)
-			b.ResetTimer()
-			p.run(b.N)
-			b.StopTimer()
-			if got := p.close(); got != b.N+1 {
-				b.Fatalf("body suspended %d times, want %d", got, b.N+1)
-			}
+			p.measure(b)
 			pprof.SetGoroutineLabels(context.Background())
 		})
 	}
@@ -214,12 +204,7 @@ func BenchmarkUnwind(b *testing.B) {
 			b.Run(fmt.Sprintf("impl=%s/depth=%d", u.name, d), func(b *testing.B) {
 				b.ReportAllocs()
 				w := u.new(d)
-				b.ResetTimer()
-				w.run(b.N)
-				b.StopTimer()
-				if got := w.close(); got != b.N+1 {
-					b.Fatalf("body suspended %d times, want %d", got, b.N+1)
-				}
+				w.measure(b)
 			})
 		}
 	}

@@ -46,12 +46,7 @@ func BenchmarkRoundTripDeferRecord(b *testing.B) {
 		b.Run(fmt.Sprintf("impl=weft/records=%d", k), func(b *testing.B) {
 			b.ReportAllocs()
 			p := newWeftRecords(k)
-			b.ResetTimer()
-			p.run(b.N)
-			b.StopTimer()
-			if got := p.close(); got != b.N+1 {
-				b.Fatalf("body suspended %d times, want %d", got, b.N+1)
-			}
+			p.measure(b)
 		})
 	}
 }

@@ -19,13 +19,8 @@ func BenchmarkFreezeProfile(b *testing.B) {
 				b.ReportAllocs()
 				p := pr.new(1, nil)
 				weft.SetFreezeProfileRate(rate)
-				b.ResetTimer()
-				p.run(b.N)
-				b.StopTimer()
-				weft.SetFreezeProfileRate(0)
-				if got := p.close(); got != b.N+1 {
-					b.Fatalf("body suspended %d times, want %d", got, b.N+1)
-				}
+				defer weft.SetFreezeProfileRate(0)
+				p.measure(b)
 			})
 		}
 	}

@@ -79,24 +79,19 @@ func newRunRun(s *scope.Scope, body func()) {
 	}
 }
 
-// An unwinder runs n iterations of a body that recurses depth fresh
+// unwinders are the peers of the unwinding benchmark. Each is a peer
+// whose run does n iterations of a body that recurses depth fresh
 // frames, suspends at the bottom, and when resumed returns through all of
-// them (Loom's "pattern B"). close ends it and returns the suspensions.
-type unwinder struct {
-	run   func(n int)
-	close func() int
-}
-
-// unwinders are the peers of the unwinding benchmark.
+// them (Loom's "pattern B").
 var unwinders = []struct {
 	name string
-	new  func(depth int) unwinder
+	new  func(depth int) peer
 }{
 	{"weft", newWeftUnwinder},
 	{"iter.Pull", newPullUnwinder},
 }
 
-func newWeftUnwinder(depth int) unwinder {
+func newWeftUnwinder(depth int) peer {
 	s := scope.New("bench")
 	stop := false
 	yields := 0
@@ -110,10 +105,10 @@ func newWeftUnwinder(depth int) unwinder {
 		}
 	})
 	c.Run()
-	return unwinder(weftPeer(c, &stop, &yields))
+	return weftPeer(c, &stop, &yields)
 }
 
-func newPullUnwinder(depth int) unwinder {
+func newPullUnwinder(depth int) peer {
 	yields := 0
 	next, stop := iter.Pull(func(yield func(struct{}) bool) {
 		more := true
@@ -126,15 +121,5 @@ func newPullUnwinder(depth int) unwinder {
 		}
 	})
 	next()
-	return unwinder{
-		run: func(n int) {
-			for range n {
-				next()
-			}
-		},
-		close: func() int {
-			stop()
-			return yields
-		},
-	}
+	return nextPeer(next, stop, &yields)
 }

@@ -29,12 +29,7 @@ func BenchmarkReflectRoundTrip(b *testing.B) {
 			b.Run("impl="+pr.name+"/call="+call, func(b *testing.B) {
 				b.ReportAllocs()
 				p := pr.new(via)
-				b.ResetTimer()
-				p.run(b.N)
-				b.StopTimer()
-				if got := p.close(); got != b.N+1 {
-					b.Fatalf("body suspended %d times, want %d", got, b.N+1)
-				}
+				p.measure(b)
 			})
 		}
 	}
@@ -87,17 +82,7 @@ func newIterPullCalling(viaReflect bool) peer {
 	}
 	next, stop := iter.Pull(iter.Seq[int](seq))
 	next()
-	return peer{
-		run: func(n int) {
-			for range n {
-				next()
-			}
-		},
-		close: func() int {
-			stop()
-			return yields
-		},
-	}
+	return nextPeer(next, stop, &yields)
 }
 
 // TestReflectRoundTripPeers: each peer suspends once per round trip, and

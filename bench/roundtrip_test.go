@@ -3,6 +3,7 @@ package bench
 import (
 	"iter"
 	"sync"
+	"testing"
 
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scope"
@@ -94,6 +95,34 @@ func weftPeer(c *continuation.Continuation, stop *bool, yields *int) peer {
 	}
 }
 
+// nextPeer drives a pull iterator's next and stop, next called once.
+// stop must end the sequence; *yields counts its suspensions. Every pull
+// iterator peer in this package is driven this way.
+func nextPeer[V any](next func() (V, bool), stop func(), yields *int) peer {
+	return peer{
+		run: func(n int) {
+			for range n {
+				next()
+			}
+		},
+		close: func() int {
+			stop()
+			return *yields
+		},
+	}
+}
+
+// measure times p.run(b.N), then checks that the body suspended once per
+// op, besides the suspension made while setting up.
+func (p peer) measure(b *testing.B) {
+	b.ResetTimer()
+	p.run(b.N)
+	b.StopTimer()
+	if got := p.close(); got != b.N+1 {
+		b.Fatalf("body suspended %d times, want %d", got, b.N+1)
+	}
+}
+
 // loopSeq is a sequence that recurses to depth and yields 0, 1, 2, ...
 // until it is stopped; it counts its yields in *yields.
 func loopSeq(depth int, probe func(), yields *int) iter.Seq[int] {
@@ -117,17 +146,7 @@ func pullPeer(pull func(iter.Seq[int]) (func() (int, bool), func()), depth int, 
 	yields := 0
 	next, stop := pull(loopSeq(depth, probe, &yields))
 	next()
-	return peer{
-		run: func(n int) {
-			for range n {
-				next()
-			}
-		},
-		close: func() int {
-			stop()
-			return yields
-		},
-	}
+	return nextPeer(next, stop, &yields)
 }
 
 // newWeftPull: continuation.Pull, resumed with next.
