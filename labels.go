@@ -14,13 +14,16 @@ import (
 // back when Run returns, however it returns.
 //
 // The record keeps the body's labels (countedCont.labels). The portable
-// backend hands them to the body goroutine as it starts. The stack-copying
-// backend puts them on the goroutine at each mount and takes them back at
-// each unmount (labels_stackcopy_amd64.go).
+// backend hands them to the body goroutine as it starts
+// (labels_portable.go). The stack-copying backend puts them on the
+// goroutine at each mount and takes them back at each unmount
+// (labels_stackcopy_amd64.go).
 //
 // Only counted records (NewCont) carry labels, in the counters'
 // allocation. Uncounted ones, and those marked LeaveLabels, leave labels
-// to their executor. The scheduler gives each virtual thread its own.
+// to their executor: their bodies run under the labels of the goroutine
+// that calls Run, and leave the labels they set there, on both backends.
+// The scheduler gives each virtual thread its own.
 
 // createLabels gives the new body of a reset record, a counted one, the
 // calling goroutine's labels, unless c leaves labels to its executor.
@@ -29,25 +32,5 @@ func (c *Cont) createLabels() {
 		if l := proflabel.Get(); l != nil {
 			cc.labels = l
 		}
-	}
-}
-
-// startLabels gives the portable backend's body goroutine the labels c's
-// record keeps for its body, as the goroutine starts. They replace those
-// it inherited from the goroutine that first ran c. The body goroutine
-// keeps them from then on, and the record drops them.
-func (c *Cont) startLabels() {
-	if !c.counted {
-		return
-	}
-	cc := (*countedCont)(unsafe.Pointer(c))
-	if cc.leaveLabels {
-		return
-	}
-	if l := cc.labels; l != proflabel.Get() {
-		proflabel.Set(l)
-	}
-	if cc.labels != nil {
-		cc.labels = nil
 	}
 }

@@ -31,24 +31,27 @@ func withLabels(kv ...string) unsafe.Pointer {
 }
 
 // TestLeaveLabels: a record that leaves labels to its executor runs its
-// body under the labels of the goroutine that calls Run. The body leaves
-// the labels it sets there. LeaveLabels marks such a record, and every
-// NewUncountedCont record is one. The scheduler's carriers rely on it:
-// they swap a virtual thread's labels themselves. Only on the
-// stack-copying backend: on the portable one the body always has a
-// goroutine, and labels, of its own.
+// body under the labels of the goroutine that calls Run, at every resume.
+// The body leaves the labels it sets there, at a yield and at its end.
+// LeaveLabels marks such a record, and every NewUncountedCont record is
+// one. The scheduler's carriers rely on it: they swap a virtual thread's
+// labels themselves. On the portable backend the body runs on a goroutine
+// of its own, and the engine hands the labels across each switch.
 func TestLeaveLabels(t *testing.T) {
-	if !useStackCopy {
-		t.Skip("needs the stack-copying backend: on the portable one a body has its own goroutine's labels, whatever the record")
-	}
 	defer pprof.SetGoroutineLabels(context.Background())
 	for _, kind := range []string{"LeaveLabels", "uncounted"} {
 		t.Run(kind, func(t *testing.T) {
 			s := scope.New(t.Name())
-			var set unsafe.Pointer
+			var seen [3]unsafe.Pointer // the body's labels as it starts and resumes
+			var set [2]unsafe.Pointer  // those it sets before a yield, and before its end
 			body := func() {
-				set = withLabels("req", "body")
+				seen[0] = goLabels()
+				set[0] = withLabels("req", "body")
 				Yield(s)
+				seen[1] = goLabels()
+				Yield(s)
+				seen[2] = goLabels()
+				set[1] = withLabels("req", "body's end")
 			}
 			var c *Cont
 			if kind == "LeaveLabels" {
@@ -57,21 +60,46 @@ func TestLeaveLabels(t *testing.T) {
 			} else {
 				c = NewUncountedCont(s, body)
 			}
-			withLabels("who", "runner")
+			runner := withLabels("who", "runner")
 			c.Run(nil)
-			if got := goLabels(); got != set {
-				t.Errorf("after the yield the runner has %p, want the body's %p: the executor's to restore", got, set)
+			if seen[0] != runner {
+				t.Errorf("the body started with %p, want the runner's %p", seen[0], runner)
+			}
+			if got := goLabels(); got != set[0] {
+				t.Errorf("after the yield the runner has %p, want the body's %p: the executor's to restore", got, set[0])
 			}
 			pprof.SetGoroutineLabels(context.Background())
 			c.Run(nil)
+			if seen[1] != nil {
+				t.Errorf("the body resumed with %p, want the runner's (none)", seen[1])
+			}
+			// Another goroutine, with labels of its own, resumes it to its end.
+			own := withLabels("who", "first goroutine")
+			var third, after unsafe.Pointer
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				third = withLabels("who", "second goroutine")
+				c.Run(nil)
+				after = goLabels()
+			}()
+			<-done
 			if !c.IsDone() {
 				t.Fatal("the body did not end")
 			}
-			if got := goLabels(); got != nil {
-				t.Errorf("after the body's end the runner has %p, want none (what it had when it called Run)", got)
+			if seen[2] != third {
+				t.Errorf("resumed by another goroutine, the body has %p, want that goroutine's %p", seen[2], third)
 			}
-			if cc := (*countedCont)(unsafe.Pointer(c)); c.counted && cc.labels != nil {
-				t.Errorf("a record that leaves labels recorded the body's: %p", cc.labels)
+			if after != set[1] {
+				t.Errorf("after the body's end its runner has %p, want those the body set last %p", after, set[1])
+			}
+			if got := goLabels(); got != own {
+				t.Errorf("a goroutine that did not run the body has %p, want its own %p", got, own)
+			}
+			if c.counted { // an uncounted record has no room for labels
+				if cc := (*countedCont)(unsafe.Pointer(c)); cc.labels != nil {
+					t.Errorf("a record that leaves labels recorded the body's: %p", cc.labels)
+				}
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"unsafe"
 
 	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/gls"
@@ -51,6 +52,10 @@ type portableState struct {
 	// calls) that the body made and did not undo, which its goroutine
 	// undid as it ended (handLocks) for Run's caller to make (takeLocks).
 	locks int32
+	// labels are the profiler labels of the side that last switched,
+	// for the other side to take, when the record leaves labels to its
+	// executor (labels_portable.go).
+	labels unsafe.Pointer
 }
 
 type request uint8
@@ -97,6 +102,9 @@ func (c *Cont) start() {
 		}()
 		c.stack.body()
 		ended = true
+		if c.leavesLabels() {
+			c.pt.sendLabels()
+		}
 	})
 }
 
@@ -274,7 +282,14 @@ var switchInName = enginePrefix + "(*Cont).switchIn"
 // panic or Goexit in the body propagates from here.
 func (c *Cont) switchIn(r request) bool {
 	c.pt.req = r
+	labels := r == reqResume && c.leavesLabels()
+	if labels {
+		c.pt.sendLabels()
+	}
 	_, ok := c.pt.next()
+	if labels {
+		c.pt.receiveLabels()
+	}
 	return ok
 }
 
@@ -284,10 +299,17 @@ func (c *Cont) park() (cancelled bool) {
 	if c.pt.panicStack != nil {
 		c.pt.panicked, c.pt.panicStack = nil, nil // that panic is over
 	}
+	labels := c.leavesLabels()
 	for {
+		if labels {
+			c.pt.sendLabels()
+		}
 		c.pt.yield(struct{}{})
 		switch c.pt.req {
 		case reqResume:
+			if labels {
+				c.pt.receiveLabels()
+			}
 			return false
 		case reqCancel:
 			return true

@@ -218,9 +218,8 @@ func (c *Cont) dropLabels() {
 // goroutine calls Run, and leave the labels it sets on that goroutine. It
 // is for an executor that gives its bodies labels itself, as the
 // scheduler gives each virtual thread its own. Call it before the first
-// Run; it holds across Reset. On the portable backend each body runs on a
-// goroutine of its own, which then starts with the labels of the
-// goroutine that first runs it.
+// Run; it holds across Reset. It holds on both backends: the portable one
+// hands labels between Run's goroutine and the body's at each switch.
 //
 // By default a record from NewCont carries its body's labels, as a
 // goroutine has its own (labels.go). NewUncountedCont's records always

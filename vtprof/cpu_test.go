@@ -16,33 +16,41 @@ import (
 // computeDepth is how many computeDeep frames the computing thread has.
 const computeDepth = 51
 
+// computeRun is what the computing thread and its test share.
+type computeRun struct {
+	stop   atomic.Bool  // set by the test: return
+	rounds atomic.Int64 // rounds of computing the thread has done
+}
+
 // computeDeep calls itself n times, once through computeStep, then
-// computes and yields until stop is set. Its frames but the innermost stay frozen
-// under the return barrier while it computes, from its second round on.
+// computes and yields until r.stop is set. Its frames but the innermost
+// stay frozen under the return barrier while it computes, from its second
+// round on.
 //
 //go:noinline
-func computeDeep(n int, stop *atomic.Bool) int {
+func computeDeep(n int, r *computeRun) int {
 	if n == 0 {
 		x := 0
-		for !stop.Load() {
+		for !r.stop.Load() {
 			for i := range 2_000_000 {
 				x += i * i
 			}
+			r.rounds.Add(1)
 			scheduler.Yield()
 		}
 		return x
 	}
 	if n == computeDepth/2 {
-		return computeStep(n, stop)
+		return computeStep(n, r)
 	}
-	return computeDeep(n-1, stop) + 1
+	return computeDeep(n-1, r) + 1
 }
 
 // computeStep is inlined into computeDeep: a frozen frame holding an
 // inlined call, which a whole stack shows as a frame of its own. (One
 // only: the CPU profiler keeps 64 frames of a stack, which the portable
 // backend's samples hold whole.)
-func computeStep(n int, stop *atomic.Bool) int { return computeDeep(n-1, stop) + 1 }
+func computeStep(n int, r *computeRun) int { return computeDeep(n-1, r) + 1 }
 
 // TestCPUProfileWholeStacks checks that the samples of a virtual thread
 // computing 51 frames deep under a yield loop show its whole stack: every
@@ -53,10 +61,17 @@ func TestCPUProfileWholeStacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var stop atomic.Bool
-	vt, err := s.GoNamed("compute", func(context.Context) error { computeDeep(computeDepth-1, &stop); return nil })
+	var run computeRun
+	vt, err := s.GoNamed("compute", func(context.Context) error { computeDeep(computeDepth-1, &run); return nil })
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The profile starts after the thread's first mounts, so the labels
+	// naming it reach its samples only if each mount gives them to its
+	// body (on the portable backend, across the switch to the body's
+	// goroutine).
+	for run.rounds.Load() < 2 {
+		time.Sleep(time.Millisecond)
 	}
 	root := "vthread " + strconv.FormatUint(vt.ID(), 10) + " (compute)"
 	in, whole := 0, 0
@@ -84,7 +99,7 @@ func TestCPUProfileWholeStacks(t *testing.T) {
 			}
 		}
 	}
-	stop.Store(true)
+	run.stop.Store(true)
 	if err := vt.Join(); err != nil {
 		t.Fatal(err)
 	}
