@@ -62,18 +62,19 @@ type pair[K, V any] struct {
 // between the caller and the mount and between seq and the engine's
 // Yield, frozen, thawed and returned through on every value.
 func pull[V any](seq iter.Seq[V], name string) (next func() (V, bool), stop func()) {
-	p := &puller[V]{s: scope.New(name)}
+	p := new(puller[V])
+	p.s.Init(name)
 	h := &pullHandle[V]{p: p, name: name}
 	yield := func(v V) bool {
 		if p.stopped.Load() {
 			return false
 		}
-		mustBeIn(p.s)
+		mustBeIn(&p.s)
 		p.v = v
-		Yield(p.s)
+		Yield(&p.s)
 		return !p.stopped.Load()
 	}
-	h.c.init(p.s, func() { seq(yield) })
+	h.c.init(&p.s, func() { seq(yield) })
 	// next releases busy without a defer: if seq panics or calls
 	// runtime.Goexit through it, the continuation is done, and every later
 	// call sees that before it claims busy.
@@ -104,7 +105,7 @@ func pull[V any](seq iter.Seq[V], name string) (next func() (V, bool), stop func
 // functions. The body must not refer to the pullHandle, so that dropping
 // next and stop makes the Continuation unreachable.
 type puller[V any] struct {
-	s *scope.Scope
+	s scope.Scope // in the puller's allocation
 	v V
 	// started: next has run seq; stopped: stop has been called. Atomic so
 	// that a concurrent next or stop (misuse) gets ErrMounted rather than
@@ -186,7 +187,7 @@ type Coroutine[In, Out any] struct {
 }
 
 type exchange[In, Out any] struct {
-	s   *scope.Scope
+	s   scope.Scope // in the exchange's allocation
 	in  In
 	out Out
 	// busy is held by a Resume from before it hands in over until after
@@ -209,15 +210,16 @@ func NewCoroutine[In, Out any](body func(in In, yield func(Out) In) Out) *Corout
 	if body == nil {
 		panic("continuation.NewCoroutine: nil body")
 	}
-	x := &exchange[In, Out]{s: scope.New("continuation.Coroutine")}
+	x := new(exchange[In, Out])
+	x.s.Init("continuation.Coroutine")
 	yield := func(out Out) In {
-		mustBeIn(x.s)
+		mustBeIn(&x.s)
 		x.out = out
-		Yield(x.s)
+		Yield(&x.s)
 		return x.takeIn()
 	}
 	co := &Coroutine[In, Out]{x: x}
-	co.c.init(x.s, func() {
+	co.c.init(&x.s, func() {
 		x.out = body(x.takeIn(), yield)
 	})
 	return co

@@ -7,9 +7,11 @@
 // as two distinct ContinuationScope objects are in Project Loom.
 package scope
 
-// Scope is a delimiter for continuations. Its zero value is not usable;
-// create scopes with New. A Scope is safe for concurrent use and may be
-// shared by any number of continuations.
+// Scope is a delimiter for continuations. A scope's identity is its
+// address: create scopes with New, or with Init inside a larger value. A
+// Scope is safe for concurrent use and may be shared by any number of
+// continuations. It must not be copied after first use: the copy is
+// another scope.
 type Scope struct {
 	name string
 	_    byte // ensure distinct allocations never share an address
@@ -19,7 +21,16 @@ type Scope struct {
 // the errors that name the scope (misuse panics, *pinning.Error) and in
 // String, and need not be unique.
 func New(name string) *Scope {
-	return &Scope{name: name}
+	s := new(Scope)
+	s.Init(name)
+	return s
+}
+
+// Init makes s, which a larger value holds, a new scope with the given
+// name, as New does, without an allocation of its own. Call it once,
+// before s is used, and refer to the scope as &s from then on.
+func (s *Scope) Init(name string) {
+	s.name = name
 }
 
 // Name returns the name the scope was created with.

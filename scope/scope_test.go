@@ -32,6 +32,37 @@ func TestEmptyNamesDistinct(t *testing.T) {
 	}
 }
 
+// TestInit: a scope inside a larger value is a scope of its own, with its
+// name, distinct from any other.
+func TestInit(t *testing.T) {
+	var pair [2]struct {
+		s scope.Scope
+		n int
+	}
+	pair[0].s.Init("inside")
+	pair[1].s.Init("inside")
+	a, b := &pair[0].s, &pair[1].s
+	if a == b || a == scope.New("inside") {
+		t.Fatal("scopes made by Init share an identity")
+	}
+	if a.Name() != "inside" || a.String() != `scope "inside"` {
+		t.Fatalf("Init's scope: %q %q", a.Name(), a.String())
+	}
+}
+
+func ExampleScope_Init() {
+	// A generator that holds its scope, as continuation.Pull's does.
+	type generator struct {
+		s    scope.Scope
+		next int
+	}
+	g := new(generator)
+	g.s.Init("counter")
+	fmt.Println(&g.s)
+	// Output:
+	// scope "counter"
+}
+
 func ExampleNew() {
 	s := scope.New("generator")
 	fmt.Println(s.Name())
