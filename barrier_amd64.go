@@ -20,7 +20,7 @@ import (
 // with (the rethrow entries). The barrier's assembly is in
 // arch/switch_amd64.s.
 
-// rethrowLoop follows arch.Enter(&c.chunk.Link, c.host). While the host
+// rethrowLoop follows arch.Enter(&c.chunk.Link, host). While the host
 // returns because crossing recovered a panic at the barrier, it raises the
 // panic again in the innermost frozen frame with a deferred call pending.
 // It enters the host again with frozenPanic as the rethrow. The frames in
@@ -31,7 +31,7 @@ func (c *stackState) rethrowLoop() {
 		c.rethrow = false
 		c.chunk.dropToDefers()
 		c.mode = rethrowPanic
-		arch.Enter(&c.chunk.Link, c.host)
+		arch.Enter(&c.chunk.Link, host)
 	}
 }
 
@@ -72,7 +72,7 @@ func (c *stackState) crossing(finished *bool) {
 			// goes on exiting, as in plain Go, and never returns.
 			c.chunk.dropToDefers()
 			c.mode = rethrowGoexitPanic
-			c.host()
+			thawHost(&c.chunk.Link)
 			return
 		}
 		c.rethrow = true
@@ -82,7 +82,7 @@ func (c *stackState) crossing(finished *bool) {
 	// GODEBUG=panicnil=1 a panic(nil) is taken for a Goexit).
 	c.chunk.dropToDefers()
 	c.mode = rethrowGoexit
-	c.host()
+	thawHost(&c.chunk.Link)
 }
 
 // goexitEntry is runtime.Goexit's entry PC.
@@ -95,7 +95,7 @@ var goexitEntry = reflect.ValueOf(runtime.Goexit).Pointer()
 // Goexit when the recovering deferred call returns. Recovery never jumps
 // past a pending Goexit, and a Goexit frame on the stack is still running.
 // The host frame is found by its address, not its code. Every host runs the
-// same closure, and a nested continuation's host may lie in between. The
+// same function, and a nested continuation's host may lie in between. The
 // walk is of physical frames, with the runtime's metadata, as a capture's.
 // Only a panic crossing the barrier with deferred calls pending gets here.
 //

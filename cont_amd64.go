@@ -16,7 +16,6 @@ import (
 type stackState struct {
 	chunk stackChunk
 	body  func()
-	host  func() // makeHost's, made on the first resume
 
 	// rare is what only a refused yield or a panic at the barrier needs,
 	// made the first time: most continuations never need it, and every
@@ -45,10 +44,10 @@ const maxKeptArrays = 2 << 10
 // finished drops what the record of a finished continuation no longer
 // needs. Without keep, it drops everything. With keep, it keeps for a
 // Reset the chunk's arrays (up to maxKeptArrays bytes), emptied of every
-// pointer, the host closure and the body. Reset leaves them in place, and
-// the body too if it is the same. An executor resets its records to its
-// one body, so the pointer is not stored twice per reuse, each store with
-// a write barrier while the collector marks.
+// pointer, and the body. Reset leaves the arrays in place, and the body
+// too if it is the same. An executor resets its records to its one body,
+// so the pointer is not stored twice per reuse, each store with a write
+// barrier while the collector marks.
 func (c *stackState) finished(keep bool) {
 	k := &c.chunk
 	if !keep || (uintptr(k.memLen)+uintptr(k.ptrsLen))*wordSize > maxKeptArrays {

@@ -44,8 +44,8 @@ func resetDeep(s *scope.Scope, depth int, boom bool) int {
 	return resetDeep(s, depth-1, boom) + h.v
 }
 
-// A record that has been Reset keeps its chunk's arrays and its host
-// closure when its body ends, with no pointer left in them, whether the
+// A record that has been Reset keeps its chunk's arrays when its body
+// ends, with no pointer left in them, whether the
 // body returned or panicked with frames still frozen; the next body after
 // a Reset freezes into the same arrays.
 func TestResetKeepsArrays(t *testing.T) {
@@ -55,7 +55,7 @@ func TestResetKeepsArrays(t *testing.T) {
 	s := scope.New("reset-keeps")
 	c := NewCont(s, func() {})
 	c.Run(nil) // a record's first body keeps nothing: it is not yet reused
-	if c.stack.chunk.Mem != nil || c.stack.host != nil {
+	if c.stack.chunk.Mem != nil {
 		t.Fatal("a record that was never reset kept its arrays")
 	}
 	for round := range 6 {
@@ -79,8 +79,8 @@ func TestResetKeepsArrays(t *testing.T) {
 			t.Fatalf("round %d: the body did not end", round)
 		}
 		k := &c.stack.chunk
-		if k.Mem != mem || k.Ptrs != ptrs || c.stack.host == nil {
-			t.Fatalf("round %d: the ended record did not keep its arrays and host", round)
+		if k.Mem != mem || k.Ptrs != ptrs {
+			t.Fatalf("round %d: the ended record did not keep its arrays", round)
 		}
 		if k.MemTop != 0 || k.PtrTop != 0 || k.ptrHigh != 0 {
 			t.Fatalf("round %d: the kept chunk is not empty: tops %d, %d, high %d", round, k.MemTop, k.PtrTop, k.ptrHigh)
@@ -97,7 +97,7 @@ func TestResetKeepsArrays(t *testing.T) {
 // TestFinishedKeepsOnlyArrays checks that the end of a body that a Reset
 // will follow (finished with keep) leaves nothing of the record's
 // stack-copying state but the chunk's arrays, emptied of the pointers
-// they held, and the host closure: finished clears the rest field by
+// they held, and the body: finished clears the rest field by
 // field, and a field added to stackState or stackChunk and not to finished
 // fails here.
 func TestFinishedKeepsOnlyArrays(t *testing.T) {
@@ -111,17 +111,14 @@ func TestFinishedKeepsOnlyArrays(t *testing.T) {
 	c.chunk.Mem, c.chunk.memLen = unsafe.Pointer(&mem[0]), uint32(len(mem))
 	c.chunk.Ptrs, c.chunk.ptrsLen = unsafe.Pointer(&ptrs[0]), uint32(len(ptrs))
 	c.chunk.PtrTop, c.chunk.ptrHigh = 2, 3
-	host, body := c.host, c.body
+	body := c.body
 	c.finished(true)
-	keep := map[string]bool{".chunk.Link.Mem": true, ".chunk.memLen": true, ".chunk.Link.Ptrs": true, ".chunk.ptrsLen": true, ".host": true, ".body": true}
+	keep := map[string]bool{".chunk.Link.Mem": true, ".chunk.memLen": true, ".chunk.Link.Ptrs": true, ".chunk.ptrsLen": true, ".body": true}
 	if bad := nonZeroFields(reflect.ValueOf(&c).Elem(), "", keep); len(bad) > 0 {
 		t.Errorf("finished(true) left %s set", strings.Join(bad, ", "))
 	}
 	if c.chunk.Mem != unsafe.Pointer(&mem[0]) || c.chunk.memLen != 8 || c.chunk.Ptrs != unsafe.Pointer(&ptrs[0]) || c.chunk.ptrsLen != 4 {
 		t.Errorf("finished(true) dropped the arrays: %+v", c.chunk.Link)
-	}
-	if reflect.ValueOf(c.host).Pointer() != reflect.ValueOf(host).Pointer() {
-		t.Error("finished(true) dropped the host closure")
 	}
 	if reflect.ValueOf(c.body).Pointer() != reflect.ValueOf(body).Pointer() {
 		t.Error("finished(true) dropped the body, which a Reset to the same one would store again")

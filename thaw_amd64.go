@@ -100,7 +100,7 @@ mounted:
 			arch.Enter(&s.chunk.Link, s.body)
 		} else {
 			s.prepareThaw()
-			arch.Enter(&s.chunk.Link, s.host)
+			arch.Enter(&s.chunk.Link, host)
 			if s.rethrow {
 				s.rethrowLoop()
 			}
@@ -223,7 +223,7 @@ func (s *stackState) run() {
 		arch.Enter(&s.chunk.Link, s.body)
 	} else {
 		s.prepareThaw()
-		arch.Enter(&s.chunk.Link, s.host)
+		arch.Enter(&s.chunk.Link, host)
 		if s.rethrow {
 			s.rethrowLoop()
 		}
@@ -233,13 +233,10 @@ func (s *stackState) run() {
 	}
 }
 
-// prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, c.host).
+// prepareThaw readies c to be thawed by arch.Enter(&c.chunk.Link, host).
 func (c *stackState) prepareThaw() {
 	if freezeProf.rate.Load() != 0 {
 		c.chunk.profileThaw()
-	}
-	if c.host == nil {
-		c.host = c.makeHost()
 	}
 	// Room for the first record, so that Thaw rarely has to grow the
 	// stack itself: a comparison when there is.
@@ -255,7 +252,7 @@ func (c *stackState) prepareThaw() {
 	if c.elided {
 		// The innermost frame continues where its Yield call returns.
 		// Usually Yield's results, (target, nil), are in the result
-		// registers (makeHost). The freeze of an enclosing continuation
+		// registers (thawHost). The freeze of an enclosing continuation
 		// may have failed (rare holds why), or c was abandoned. Then the
 		// frame continues as if it had called yieldReturn there
 		// (arch.Thaw's rethrow), which tells.
@@ -270,29 +267,43 @@ func (c *stackState) prepareThaw() {
 	c.resumed = true
 }
 
-// makeHost returns what arch.Enter calls on a resume: the one frame
-// between Enter and the return barrier. It runs arch.Thaw as c.mode says,
-// which thaws the chunk's records as the frames above it return, and returns
+// thawHost is the host frame of every resume: what arch.Enter calls, the
+// one frame between Enter and the return barrier. l is the Link of the
+// stackState to thaw. It runs arch.Thaw as the state's mode says, which
+// thaws the chunk's records as the frames above it return, and returns
 // when the body's outermost frame returns into the barrier. A panic that
 // crosses the barrier while frozen frames have deferred calls pending is
-// recovered by crossing, and the host returns with c.rethrow set; a
-// runtime.Goexit crossing it never returns. It is a closure, not a method
-// value, so that it is one frame, not two.
-func (c *stackState) makeHost() func() {
-	return func() {
-		finished := false
-		defer c.crossing(&finished)
-		var ret unsafe.Pointer // a nil error, as a capture returns
-		if c.mode == thawYield {
-			// Yield's first result, the continuation it suspended: c is
-			// a Cont's (only Yield elides its frame), whose target it
-			// is. Thaw's arguments keep it visible to the collector.
-			ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contStack)).target)
-		}
-		arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
-		finished = true
+// recovered by crossing, and the host returns with rethrow set; a
+// runtime.Goexit crossing it never returns.
+func thawHost(l *arch.Link) {
+	c := linkState(l)
+	finished := false
+	defer c.crossing(&finished)
+	var ret unsafe.Pointer // a nil error, as a capture returns
+	if c.mode == thawYield {
+		// Yield's first result, the continuation it suspended: c is a
+		// Cont's (only Yield elides its frame), whose target it is.
+		// Thaw's arguments keep it visible to the collector.
+		ret = unsafe.Pointer((*Cont)(unsafe.Add(unsafe.Pointer(c), -contStack)).target)
 	}
+	arch.Thaw(&c.chunk.Link, rethrowPCs[c.mode], ret)
+	finished = true
 }
+
+// host is thawHost as arch.Enter's fn, which Enter calls with the Link in
+// the first argument register: a static function value, so a resume makes
+// no closure.
+var host = func() func() {
+	f := thawHost
+	return *(*func())(unsafe.Pointer(&f))
+}()
+
+// linkState returns the stackState whose chunk's Link is at l.
+func linkState(l *arch.Link) *stackState { return (*stackState)(unsafe.Pointer(l)) }
+
+// linkState needs the Link at offset 0 of a stackState: this fails to
+// compile otherwise.
+var _ [0]struct{} = [unsafe.Offsetof(stackState{}.chunk) + unsafe.Offsetof(stackChunk{}.Link)]struct{}{}
 
 // contStack is the offset of a Cont's stack-copying state: the Cont whose
 // stackState is at s is at s less contStack.

@@ -301,7 +301,7 @@ func (c *Cont) Reset(s *scope.Scope, body func()) {
 		panic(fmt.Errorf("weft.Cont.Reset on %v: %w: only a continuation whose body has returned, panicked or exited can be reset", c.scope, ErrNotDone))
 	}
 	// The body's end (finish) left in c.stack only what a reset keeps:
-	// the chunk's emptied arrays, the host closure and, for a record reset
+	// the chunk's emptied arrays and, for a record reset
 	// before, the body. contHead starts afresh field by field, each
 	// pointer only if set. A struct assignment would run the collector's
 	// bulk write barrier over every pointer slot. TestResetClearsHead

@@ -57,7 +57,9 @@ const ThawHeadroom = 2048
 
 // Enter records its SP in l.TopOff and calls fn in a frame that fn's frames
 // return into. It is the boundary of a continuation's region when the body
-// was called directly; JumpBack returns from it.
+// was called directly; JumpBack returns from it. fn is called with l in the
+// first integer argument register of ABIInternal (AX): a func(*Link),
+// converted to a func(), is called as fn(l), with no closure to make.
 //
 //go:noescape
 func Enter(l *Link, fn func())

@@ -17,8 +17,8 @@ TEXT ·Enter(SB), 0, $0-16
 	MOVQ	BX, Link_TopOff(AX)
 	MOVQ	fn+8(FP), DX	// closure context
 	XORPS	X15, X15
-	MOVQ	0(DX), AX
-	CALL	AX
+	MOVQ	0(DX), CX
+	CALL	CX	// AX holds l: fn's first argument, if it takes one
 	RET
 
 // Thaw's frame: the argument area of the outermost thawed frame; the
