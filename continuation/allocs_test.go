@@ -3,8 +3,10 @@
 package continuation_test
 
 import (
+	"iter"
 	"testing"
 
+	"github.com/weftrt/weft"
 	"github.com/weftrt/weft/continuation"
 	"github.com/weftrt/weft/scope"
 )
@@ -94,5 +96,40 @@ func TestCoroutineResumeAllocatesNothing(t *testing.T) {
 	}
 	if got := co.Resume(-1); got != -1 || !co.IsDone() {
 		t.Fatalf("Resume(-1) = %d, done %v; want -1, true", got, co.IsDone())
+	}
+}
+
+// pullLifeAllocs bounds the objects a Pull's whole life allocates on the
+// stack-copying backend: creating it, taking one value and stopping it.
+// They are the Pull's own (its state, handle, next, stop, its sequence's
+// yield and the body that calls it) and the engine's (the record and,
+// at the first yield, the frozen frames and their pointers). iter.Pull's
+// life takes 6 (TestPullLifeAllocations logs it).
+const pullLifeAllocs = 9
+
+// TestPullLifeAllocations: a short-lived generator allocates no more than
+// pullLifeAllocs objects in its life.
+func TestPullLifeAllocations(t *testing.T) {
+	seq := func(yield func(int) bool) {
+		for i := 0; yield(i); i++ {
+		}
+	}
+	life := func(pull func(iter.Seq[int]) (func() (int, bool), func())) func() {
+		return func() {
+			next, stop := pull(seq)
+			if v, ok := next(); !ok || v != 0 {
+				t.Fatalf("next() = %d, %v, want 0, true", v, ok)
+			}
+			stop()
+		}
+	}
+	ours := testing.AllocsPerRun(1000, life(continuation.Pull[int]))
+	theirs := testing.AllocsPerRun(1000, life(iter.Pull[int]))
+	t.Logf("a Pull's life allocates %v objects, iter.Pull's %v", ours, theirs)
+	if weft.ActiveBackend() != weft.StackCopying {
+		return // the portable backend's Pull is an iter.Pull and more
+	}
+	if ours > pullLifeAllocs {
+		t.Errorf("a Pull's life allocated %v objects, want at most %d (iter.Pull's: %v)", ours, pullLifeAllocs, theirs)
 	}
 }
