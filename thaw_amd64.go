@@ -298,7 +298,8 @@ var host = func() func() {
 	return *(*func())(unsafe.Pointer(&f))
 }()
 
-// linkState returns the stackState whose chunk's Link is at l.
+// linkState returns the stackState whose chunk's Link is at l. A record
+// is always on the heap, so l stays valid when the stack moves.
 func linkState(l *arch.Link) *stackState { return (*stackState)(unsafe.Pointer(l)) }
 
 // linkState needs the Link at offset 0 of a stackState: this fails to

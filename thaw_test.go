@@ -5,14 +5,17 @@ package weft
 import (
 	"go/ast"
 	"go/token"
+	"io"
 	"reflect"
 	"runtime"
+	"runtime/trace"
 	"testing"
 	"unsafe"
 
 	"github.com/weftrt/weft/arch"
 	"github.com/weftrt/weft/internal/rt"
 	"github.com/weftrt/weft/internal/srcfunc"
+	"github.com/weftrt/weft/scope"
 )
 
 // thawPop copies a record's frames eight words at a time, then four, two
@@ -387,4 +390,54 @@ func TestMountInlines(t *testing.T) {
 	const gls, rt = "github.com/weftrt/weft/internal/gls.", "github.com/weftrt/weft/internal/rt."
 	checkInlined(t, "mount", (*Cont).mount,
 		rt+"CurG", rt+"(*G).LockCount", gls+"SlotG", gls+"Slot.Push", gls+"Slot.Pop")
+}
+
+// TestResumeFramePointersUnderTracer resumes continuations while the
+// collector keeps asking goroutines to stop and the execution tracer
+// records each preemption. The tracer walks the frame-pointer chain of a
+// goroutine preempted at the host's entry, through arch.Enter. A broken
+// saved BP there sends the walk to a wild address, and the process dies.
+// The host's stack check spills its Link argument into the frame of its
+// caller, Enter, which must have room for it.
+func TestResumeFramePointersUnderTracer(t *testing.T) {
+	if !useStackCopy {
+		t.Skip("the stack-copying backend is not active")
+	}
+	if trace.IsEnabled() {
+		t.Skip("the execution tracer is already on")
+	}
+	if err := trace.Start(io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	defer trace.Stop()
+	stop := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	defer func() { close(stop); <-gcDone }()
+	s := scope.New("tracer")
+	body := func() {
+		for range 3 {
+			Yield(s)
+		}
+	}
+	n := 300_000
+	if testing.Short() {
+		n = 100_000
+	}
+	for range n {
+		c := NewUncountedCont(s, body)
+		for !c.IsDone() {
+			c.Run(nil)
+		}
+	}
 }

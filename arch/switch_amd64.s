@@ -7,8 +7,12 @@
 // func Enter(l *Link, fn func())
 //
 // The body's outermost frame, or the engine's host frame on a resume,
-// returns to the instruction after CALL AX; JumpBack lands there too.
-TEXT ·Enter(SB), 0, $0-16
+// returns to the instruction after CALL CX; JumpBack lands there too.
+// The frame's one word is fn's spill slot: an ABIInternal callee spills
+// its register arguments into its caller's frame (the host spills l
+// there at a stack check). Without it the host's spill would overwrite
+// Enter's saved BP, and frame-pointer walks would leave the stack.
+TEXT ·Enter(SB), 0, $8-16
 	NO_LOCAL_POINTERS
 	MOVQ	l+0(FP), AX
 	MOVQ	(TLS), R14	// ABIInternal: g in R14, zero in X15
