@@ -3,7 +3,6 @@
 package weft
 
 import (
-	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -34,10 +33,10 @@ import (
 // It leaves anything unusual to the general path. It commits nothing
 // until the end, so the general path finds the chunk undisturbed.
 
-// maxTemplateFrames bounds the frames of a template: its chain is
-// compared frame by frame, and templateAt walks as far before it gives
-// up. 64 frames take a recursion 50 deep (Loom's "pattern B" at depth 50).
-const maxTemplateFrames = 64
+// maxTemplateFrames bounds the frames of a template: templateAt walks as
+// far before it gives up, and a deeper region takes the general capture.
+// 256 frames take a recursion 200 deep (Loom's "pattern B" at depth 200).
+const maxTemplateFrames = 256
 
 // captureTemplate is what a region's chain of PCs determines. It is
 // immutable once published.
@@ -47,10 +46,11 @@ type captureTemplate struct {
 	skipPC   uintptr // the PC of the frame capture left out, 0 if none
 	skipSize uint32
 	nf       int
-	pcs      [maxTemplateFrames]uintptr
-	sizes    [maxTemplateFrames]uint32
-	stopPC   uintptr // the return address into arch.Thaw above the region
-	stopSize uint32  // arch.Thaw's frame size
+	hash     uint64    // chainHash of pcs: it picks the template's set
+	pcs      []uintptr // the chain, innermost first: nf frames
+	sizes    []uint32  // their frame sizes
+	stopPC   uintptr   // the return address into arch.Thaw above the region
+	stopSize uint32    // arch.Thaw's frame size
 	// fresh: the region lies above arch.Enter, not the barrier. It is a
 	// body's frames from its start: the first capture of a chunk, made
 	// into an empty chunk. stopPC and stopSize are then arch.Enter's.
@@ -113,20 +113,28 @@ func (t *captureTemplate) frozenBytes() uintptr {
 	return (uintptr(t.words) - uintptr(arch.HeaderOf(t.recs[0].tail).Args)) * wordSize
 }
 
-func templateSetOf(pcs []uintptr) *templateSet {
-	h := uint64(len(pcs))
-	for _, pc := range pcs {
-		h = (h ^ uint64(pc)) * 0x9E3779B97F4A7C15
-	}
+// chainHash folds pc, a chain's next frame outward, into h, the hash of
+// the frames before it (0 for none). templateAt hashes a chain as it
+// walks it, and templateFor from a capture's frames.
+func chainHash(h uint64, pc uintptr) uint64 {
+	return (h ^ uint64(pc)) * 0x9E3779B97F4A7C15
+}
+
+// templateSetOf returns the set of the cache for chains whose hash is h.
+func templateSetOf(h uint64) *templateSet {
 	return &templateCache[h>>(64-templateCacheBits)]
 }
 
-// find returns the set's template of the chain pcs[:nf] from capture's
-// own PC selfPC, leaving out skipPC's frame (0: none), up to the barrier
-// at stopPC; nil if it holds none.
-func (s *templateSet) find(pcs *[maxTemplateFrames]uintptr, nf int, selfPC, skipPC, stopPC uintptr) *captureTemplate {
+// find returns the set's template of a chain of nf frames whose hash is
+// h, from capture's own PC selfPC, leaving out skipPC's frame (0: none),
+// up to the barrier at stopPC; nil if it holds none. It does not compare
+// the chain itself: fastCapture does, frame by frame, before it uses the
+// template, and templateFor before it shares it. (Two chains with one
+// hash and these PCs are as likely as a 64-bit collision; the second
+// then takes the general path.)
+func (s *templateSet) find(h uint64, nf int, selfPC, skipPC, stopPC uintptr) *captureTemplate {
 	for i := range s {
-		if t := s[i].Load(); t != nil && t.nf == nf && t.selfPC == selfPC && t.skipPC == skipPC && t.stopPC == stopPC && slices.Equal(t.pcs[:nf], pcs[:nf]) {
+		if t := s[i].Load(); t != nil && t.hash == h && t.nf == nf && t.selfPC == selfPC && t.skipPC == skipPC && t.stopPC == stopPC {
 			return t
 		}
 	}
@@ -158,8 +166,10 @@ var barrierTemplateFrames atomic.Int32
 // templateAt finds the published template of the chain of frames from
 // capture's caller up to the return barrier, or up to arch.Enter for a
 // fresh region; nil if there is none, or if the chain has more than limit
-// frames. With skip the chain starts at the caller's caller. pc and sp are capture's
-// own. It walks the chain with the frame descriptors. A yield loop that
+// frames. With skip the chain starts at the caller's caller. pc and sp
+// are capture's own. It walks the chain with the frame descriptors,
+// hashing it as it goes: it keeps no copy, and fastCapture compares the
+// chain with the template's. A yield loop that
 // alternates between call chains (a send then a receive) finds each
 // chain's template here, when the chunk's own, the last chain's, does not
 // match.
@@ -184,7 +194,7 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool, limit int) *captureTem
 		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 		sp = unsafe.Add(sp, d.size)
 	}
-	var pcs [maxTemplateFrames]uintptr
+	var h uint64
 	nf := 0
 	for {
 		d := descFor(pc)
@@ -197,12 +207,22 @@ func templateAt(pc uintptr, sp unsafe.Pointer, skip bool, limit int) *captureTem
 		if d.stop || nf == limit {
 			return nil
 		}
-		pcs[nf] = pc
+		h = chainHash(h, pc)
 		nf++
 		pc = *(*uintptr)(unsafe.Add(sp, d.size-8))
 		sp = unsafe.Add(sp, d.size)
 	}
-	return templateSetOf(pcs[:nf]).find(&pcs, nf, selfPC, skipPC, pc)
+	return templateSetOf(h).find(h, nf, selfPC, skipPC, pc)
+}
+
+// sameChain reports whether t's chain is that of the frames s captured.
+func (s *captureScratch) sameChain(t *captureTemplate) bool {
+	for i := range s.frames {
+		if t.pcs[i] != s.frames[i].pc {
+			return false
+		}
+	}
+	return true
 }
 
 // templateFor returns the template of the region s has just captured, or
@@ -229,17 +249,18 @@ func (s *captureScratch) templateFor() *captureTemplate {
 	if nf > 1 && (s.outerBP < 0 || uint32(s.outerBP) != s.frames[nf-1].fp/uint32(wordSize)-2) {
 		return nil
 	}
-	var pcs [maxTemplateFrames]uintptr
+	var h uint64
 	for i := range s.frames {
-		pcs[i] = s.frames[i].pc
+		h = chainHash(h, s.frames[i].pc)
 	}
-	set := templateSetOf(pcs[:nf])
-	if t := set.find(&pcs, nf, s.selfPC, s.skipPC, s.stopPC); t != nil {
+	set := templateSetOf(h)
+	if t := set.find(h, nf, s.selfPC, s.skipPC, s.stopPC); t != nil && s.sameChain(t) {
 		return t
 	}
-	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, pcs: pcs, stopPC: s.stopPC, stopSize: s.stopSize, fresh: !s.barrier, words: len(s.words)}
+	t := &captureTemplate{selfPC: s.selfPC, selfSize: s.selfSize, skipPC: s.skipPC, skipSize: s.skipSize, nf: nf, hash: h, stopPC: s.stopPC, stopSize: s.stopSize, fresh: !s.barrier, words: len(s.words)}
+	t.pcs, t.sizes = make([]uintptr, nf), make([]uint32, nf)
 	for i := range s.frames {
-		t.sizes[i] = s.frames[i].d.size
+		t.pcs[i], t.sizes[i] = s.frames[i].pc, s.frames[i].d.size
 	}
 	// The live words, innermost frame first, each once, and whose record
 	// each is: a word in the argument area of a record's outermost frame

@@ -488,14 +488,10 @@ func stackGrow(n int) byte {
 func TestTemplateSetKeepsTwo(t *testing.T) {
 	var set templateSet
 	mk := func(pc uintptr) *captureTemplate {
-		tm := &captureTemplate{selfPC: 1, nf: 1, stopPC: 2}
-		tm.pcs[0] = pc
-		return tm
+		return &captureTemplate{selfPC: 1, nf: 1, hash: chainHash(0, pc), pcs: []uintptr{pc}, stopPC: 2}
 	}
 	find := func(pc uintptr) *captureTemplate {
-		var pcs [maxTemplateFrames]uintptr
-		pcs[0] = pc
-		return set.find(&pcs, 1, 1, 0, 2)
+		return set.find(chainHash(0, pc), 1, 1, 0, 2)
 	}
 	a, b, c := mk(10), mk(20), mk(30)
 	set.publish(a)
@@ -510,9 +506,8 @@ func TestTemplateSetKeepsTwo(t *testing.T) {
 	if tm := find(40); tm != nil {
 		t.Fatalf("a chain never published found %p", tm)
 	}
-	var pcs [maxTemplateFrames]uintptr
-	pcs[0] = 20
-	if set.find(&pcs, 1, 1, 7, 2) != nil || set.find(&pcs, 1, 1, 0, 3) != nil || set.find(&pcs, 1, 9, 0, 2) != nil {
+	h := chainHash(0, 20)
+	if set.find(h, 1, 1, 7, 2) != nil || set.find(h, 1, 1, 0, 3) != nil || set.find(h, 1, 9, 0, 2) != nil || set.find(h, 2, 1, 0, 2) != nil {
 		t.Fatal("a template matched another skip, barrier or capture PC")
 	}
 }
@@ -716,6 +711,66 @@ func TestCaptureTemplateAlternating(t *testing.T) {
 	}
 }
 
+// A template is found by its chain's hash, not by the chain: fastCapture
+// compares the chain with the live frames before it uses the template.
+// Here a forged template, chain A's under chain B's hash, sits first in
+// B's set of the cache. A yield through B must refuse it and take the
+// general path, which publishes B's own template again.
+func TestFastCaptureChecksChain(t *testing.T) {
+	if !rt.Supported {
+		t.Skip("runtime layout not mirrored")
+	}
+	countScYields(t)
+	c := &stackState{}
+	var forged *captureTemplate
+	forgedFast, sum := -1, 0
+	c.body = func() {
+		heap := &capNode{v: 3}
+		capEscape = heap
+		var tA, tB *captureTemplate
+		for i := range 12 {
+			before := hooks.yieldCounts.templated.Load()
+			ok := false
+			if i%2 == 0 {
+				ok = yieldChainA(c)
+			} else {
+				ok = yieldChainB(c)
+			}
+			if !ok {
+				panic(c.refusal())
+			}
+			if i == 9 { // the yield through B after the forgery
+				forgedFast = int(hooks.yieldCounts.templated.Load() - before)
+				if c.chunk.tmpl == forged {
+					panic("the forged template was used for chain B")
+				}
+			}
+			if i%2 == 0 {
+				tA = c.chunk.tmpl
+			} else {
+				tB = c.chunk.tmpl
+			}
+			if i == 8 && tA != nil && tB != nil && tA != tB {
+				f := *tA
+				f.hash = tB.hash
+				forged = &f
+				templateSetOf(f.hash).publish(forged)
+			}
+			sum += heap.v
+		}
+	}
+	runToEnd(t, c, 14)
+	if forged == nil {
+		t.Fatal("the two chains did not both get templates")
+	}
+	if forgedFast != 0 {
+		t.Fatalf("the yield through B after the forgery took the fast path %d times, want 0", forgedFast)
+	}
+	if sum != 12*3 {
+		t.Fatalf("the body computed %d, want %d", sum, 12*3)
+	}
+}
+
 // growBy uses more than n KiB of stack, so that a goroutine whose stack
 // is smaller has it copied to a larger one.
 //
@@ -913,14 +968,17 @@ func recordsDeep(c *stackState, parent *capNode, depth, round int) int {
 // A region above the barrier that the thaw policy cuts into several
 // records has a template too: recursing afresh between yields, every
 // capture after the first two takes the fast path, and every frame's
-// values come back through the barrier, record by record, intact.
+// values come back through the barrier, record by record, intact. A
+// region of more than maxTemplateFrames frames has none, and takes the
+// general path every time, with the same values.
 func TestCaptureTemplateRecords(t *testing.T) {
 	if !rt.Supported {
 		t.Skip("runtime layout not mirrored")
 	}
 	defer func(eager bool) { eagerThaw = eager }(eagerThaw)
 	eagerThaw = false // eager thaw cuts no region into records
-	for _, tc := range []struct{ depth, minRecs int }{{12, 3}, {50, 6}} {
+	for _, tc := range []struct{ depth, minRecs int }{{12, 3}, {50, 6}, {200, 20}, {maxTemplateFrames + 10, 0}} {
+		deep := tc.depth > maxTemplateFrames
 		const rounds = 30
 		countScYields(t)
 		c := &stackState{}
@@ -950,6 +1008,12 @@ func TestCaptureTemplateRecords(t *testing.T) {
 			t.Fatalf("depth %d: the body computed %d, want %d", tc.depth, sum, want)
 		}
 		t.Logf("depth %d: %d of %d captures took the fast path, with templates of up to %d records", tc.depth, fast, rounds, recs)
+		if deep {
+			if fast != 0 || recs != 0 {
+				t.Fatalf("depth %d: %d captures took the fast path, with templates of %d records; a region deeper than %d frames has no template", tc.depth, fast, recs, maxTemplateFrames)
+			}
+			continue
+		}
 		if recs < tc.minRecs {
 			t.Fatalf("depth %d: the templates had at most %d records, want %d: the region was not cut as the test means", tc.depth, recs, tc.minRecs)
 		}
